@@ -1,0 +1,42 @@
+import GRDB
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Wiring only: opens what the features need and gives each its routes.
+/// Pass `database` to share one already open (tests do); otherwise the configured file is opened and migrated.
+public func buildApplication(
+    _ config: FoyerConfig, database: (any DatabaseWriter)? = nil
+) async throws -> some ApplicationProtocol {
+    var logger = Logger(label: "foyer")
+    logger.logLevel = config.logLevel
+
+    let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
+    let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
+    let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL)
+    let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
+    let sessions = SessionStore(database: database)
+    let signIn = SignIn(users: users, sessions: sessions, secureCookies: config.secureCookies, trustProxy: config.trustProxy)
+    try await config.demoAccount?.createIfNoUsers(in: users, logger: logger)
+
+    let router = Router(context: FoyerRequestContext.self, options: .autoGenerateHeadEndpoints)
+    router.add(middleware: RequestLogMiddleware())
+    router.add(middleware: ErrorMiddleware(views: views))
+    router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
+    router.add(middleware: AuthenticationMiddleware(sessions: sessions))
+    router.add(middleware: CSRFMiddleware())
+
+    HealthController(database: database).addRoutes(to: router)
+    HomeController(views: views).addRoutes(to: router)
+    PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
+    HistoricalLocationController(views: views).addRoutes(to: router)
+    SessionsAPIController(signIn: signIn).addRoutes(to: router)
+    WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
+    AccountController(signIn: signIn, views: views).addRoutes(to: router)
+
+    return Application(
+        responder: MethodOverrideResponder(wrapped: router.buildResponder()),
+        configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
+        logger: logger
+    )
+}

@@ -1,0 +1,74 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Turns every error into an accurate status with a body in the client's format: an HTML page that loads Turbo,
+/// or `{"error": "..."}`. Unauthenticated HTML gets the sign-in page with 401 (never a redirect: a native
+/// shell shows its own sign-in on a 401).
+struct ErrorMiddleware: RouterMiddleware {
+    typealias Context = FoyerRequestContext
+    let views: Views
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return response(for: error, request: request, context: context)
+        }
+    }
+
+    func response(for error: any Error, request: Request, context: Context) -> Response {
+        if error is AuthenticationRequired {
+            if request.wantsJSON {
+                var response = Response.json(["error": "Sign in first: send Authorization: Bearer <token> or the session cookie"], status: .unauthorized)
+                response.headers[.wwwAuthenticate] = "Bearer"
+                return response
+            }
+            let returnTo = request.method == .get ? request.pathAndQuery : nil
+            return WebSessionController.signInPage(
+                request: request, context: context, views: views, email: "", returnTo: returnTo,
+                message: "Sign in to continue.", status: .unauthorized
+            )
+        }
+        let (status, title, message) = Self.describe(error)
+        if status.code >= 500 {
+            context.logger.error("request failed: \(String(reflecting: error))")
+        }
+        if request.wantsJSON {
+            return Response.json(["error": message], status: status)
+        }
+        return views.page(
+            "errors/show",
+            ["title": title, "status": status.code, "message": message],
+            request: request, context: context, status: status
+        )
+    }
+
+    /// Status, page title and a sentence a person can act on; internals stay in the log.
+    static func describe(_ error: any Error) -> (HTTPResponse.Status, String, String) {
+        switch error {
+        case let error as AppError:
+            return (error.status, error.title, error.message)
+        case let error as HTTPError:
+            let message = error.body ?? defaultMessage(error.status)
+            return (error.status, error.status.reasonPhrase, message)
+        case let error as any HTTPResponseError:
+            return (error.status, error.status.reasonPhrase, defaultMessage(error.status))
+        case is DecodingError:
+            return (.badRequest, "Bad Request", "The request body could not be read: \(error)")
+        default:
+            return (.internalServerError, "Something went wrong", defaultMessage(.internalServerError))
+        }
+    }
+
+    static func defaultMessage(_ status: HTTPResponse.Status) -> String {
+        switch status {
+        case .notFound: "There is nothing at this address."
+        case .contentTooLarge: "The request body is too large."
+        case .methodNotAllowed: "This address does not accept that method."
+        case .internalServerError: "Something went wrong on our side. It has been logged."
+        default: status.reasonPhrase
+        }
+    }
+}

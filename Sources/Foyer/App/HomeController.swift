@@ -1,0 +1,13 @@
+import HTTPTypes
+import Hummingbird
+
+/// `/`: where every sign-in and sign-out lands.
+struct HomeController {
+    let views: Views
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.get("/") { request, context in
+            views.page("home/show", ["title": "Foyer"], request: request, context: context)
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension Request {
+    /// JSON for the API, `.json` paths and clients that ask for JSON over HTML; HTML for everything else.
+    var wantsJSON: Bool {
+        let path = uri.path
+        if path.hasPrefix("/api/") || path.hasSuffix(".json") { return true }
+        let accept = headers[.accept] ?? ""
+        return accept.contains("application/json") && !accept.contains("text/html")
+    }
+
+    var isFormEncoded: Bool {
+        headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") ?? false
+    }
+
+    var isJSONBody: Bool {
+        guard let type = headers[.contentType]?.lowercased() else { return false }
+        return type.hasPrefix("application/json") || type.contains("+json")
+    }
+
+    /// Served over https, as the load balancer that terminates TLS in front of us says.
+    var cameOverHTTPS: Bool {
+        headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
+    }
+
+    func clientIP(context: FoyerRequestContext, trustProxy: Bool) -> String? {
+        if trustProxy, let forwarded = headers[.xForwardedFor]?.split(separator: ",").first {
+            return forwarded.trimmingCharacters(in: .whitespaces)
+        }
+        return context.remoteAddress?.ipAddress
+    }
+
+    /// Path and query as asked: the place to return to after signing in.
+    var pathAndQuery: String {
+        uri.query.map { "\(uri.path)?\($0)" } ?? uri.path
+    }
+
+    /// The body as urlencoded form fields (later fields win). Collects the body, so handlers can still read it.
+    mutating func formFields(limit: Int = 1 << 20) async throws -> [String: String] {
+        let buffer = try await collectBody(upTo: limit)
+        return FormFields.parse(String(buffer: buffer))
+    }
+}
+
+extension HTTPField.Name {
+    static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let xRequestID = HTTPField.Name("X-Request-Id")!
+    static let xSessionToken = HTTPField.Name("X-Session-Token")!
+}
+
+enum FormFields {
+    static func parse(_ body: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = decode(parts[0]), !name.isEmpty else { continue }
+            fields[name] = parts.count > 1 ? decode(parts[1]) ?? "" : ""
+        }
+        return fields
+    }
+
+    private static func decode(_ component: Substring) -> String? {
+        component.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}

@@ -1,0 +1,112 @@
+import Crypto
+import Foundation
+import GRDB
+
+/// One signed-in device: a browser, a native app, a curl script. The token itself is never stored.
+public struct AuthSession: Codable, Sendable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "sessions"
+    public static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
+    public static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
+
+    public var id: String
+    public var userId: Int64
+    public var tokenHash: String
+    public var csrfToken: String
+    public var userAgent: String?
+    public var ipAddress: String?
+    public var createdAt: Date
+    public var lastSeenAt: Date
+    public var revokedAt: Date?
+}
+
+/// Creates, finds and revokes sessions by their opaque tokens.
+public struct SessionStore: Sendable {
+    /// Writing last_seen_at on every request would turn every read into a write.
+    static let lastSeenResolution: TimeInterval = 60
+
+    let database: any DatabaseWriter
+
+    public init(database: any DatabaseWriter) {
+        self.database = database
+    }
+
+    /// Returns the new session and its token; the token is shown to the client once and only its hash is kept.
+    public func create(for user: User, userAgent: String?, ipAddress: String?) async throws -> (AuthSession, token: String) {
+        guard let userId = user.id else { preconditionFailure("creating a session for an unsaved user") }
+        let token = Self.randomToken()
+        let now = Date()
+        let session = AuthSession(
+            id: UUID().uuidString.lowercased(),
+            userId: userId,
+            tokenHash: Self.hash(token: token),
+            csrfToken: Self.randomToken(),
+            userAgent: userAgent.map { String($0.prefix(512)) },
+            ipAddress: ipAddress,
+            createdAt: now,
+            lastSeenAt: now,
+            revokedAt: nil
+        )
+        try await database.write { db in try session.insert(db) }
+        return (session, token)
+    }
+
+    /// The live session and its user for a token; nil for unknown or revoked tokens.
+    public func find(token: String) async throws -> (AuthSession, User)? {
+        guard token.count <= 256 else { return nil }
+        let tokenHash = Self.hash(token: token)
+        let found = try await database.read { db -> (AuthSession, User)? in
+            guard let session = try AuthSession
+                .filter(Column("token_hash") == tokenHash && Column("revoked_at") == nil)
+                .fetchOne(db),
+                let user = try User.fetchOne(db, key: session.userId)
+            else { return nil }
+            return (session, user)
+        }
+        guard let (foundSession, user) = found else { return nil }
+        var session = foundSession
+        let now = Date()
+        if now.timeIntervalSince(session.lastSeenAt) > Self.lastSeenResolution {
+            session.lastSeenAt = now
+            let id = session.id
+            try await database.write { db in
+                try db.execute(sql: "UPDATE sessions SET last_seen_at = ? WHERE id = ?", arguments: [now, id])
+            }
+        }
+        return (session, user)
+    }
+
+    /// The user's live sessions, most recently used first.
+    public func list(userId: Int64) async throws -> [AuthSession] {
+        try await database.read { db in
+            try AuthSession
+                .filter(Column("user_id") == userId && Column("revoked_at") == nil)
+                .order(Column("last_seen_at").desc, Column("created_at").desc)
+                .fetchAll(db)
+        }
+    }
+
+    /// Revokes one of the user's sessions; false when the user has no live session with that id.
+    public func revoke(id: String, userId: Int64) async throws -> Bool {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
+                arguments: [Date(), id, userId]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    static func hash(token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// 256 random bits, base64url without padding: safe in a header, a cookie and a URL.
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+
+public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "users"
+    public static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
+    public static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
+
+    public var id: Int64?
+    public var email: String
+    public var passwordHash: String
+    public var createdAt: Date
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        id = inserted.rowID
+    }
+
+    /// What the API shows of a user: never the password hash.
+    public struct Public: Codable, Sendable {
+        public let id: Int64
+        public let email: String
+    }
+
+    public var publicView: Public { Public(id: id ?? 0, email: email) }
+
+    static func normalize(email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+}
+
+public enum UserError: Error, CustomStringConvertible {
+    case invalidEmail(String)
+    case passwordTooShort(minimum: Int)
+    case emailTaken(String)
+
+    public var description: String {
+        switch self {
+        case .invalidEmail(let email): "\"\(email)\" is not an email address"
+        case .passwordTooShort(let minimum): "The password must have at least \(minimum) characters"
+        case .emailTaken(let email): "An account for \(email) already exists"
+        }
+    }
+}
+
+/// Local accounts: email plus bcrypt password hash.
+public struct UserRepository: Sendable {
+    public static let minimumPasswordLength = 8
+    let database: any DatabaseWriter
+    let passwords: Passwords
+
+    public init(database: any DatabaseWriter, passwordHashCost: UInt8 = 12) {
+        self.database = database
+        self.passwords = Passwords(cost: passwordHashCost)
+    }
+
+    @discardableResult
+    public func create(email rawEmail: String, password: String) async throws -> User {
+        let email = User.normalize(email: rawEmail)
+        guard email.count <= 254, email.firstIndex(of: "@").map({ $0 != email.startIndex && $0 != email.index(before: email.endIndex) }) == true
+        else { throw UserError.invalidEmail(rawEmail) }
+        guard password.count >= Self.minimumPasswordLength else {
+            throw UserError.passwordTooShort(minimum: Self.minimumPasswordLength)
+        }
+        let hash = try await passwords.hash(password)
+        do {
+            return try await database.write { db in
+                var user = User(id: nil, email: email, passwordHash: hash, createdAt: Date())
+                try user.insert(db)
+                return user
+            }
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw UserError.emailTaken(email)
+        }
+    }
+
+    public func count() async throws -> Int {
+        try await database.read { try User.fetchCount($0) }
+    }
+
+    /// The user whose email and password match, or nil. Takes as long for an unknown email as for a wrong password.
+    public func authenticate(email: String, password: String) async throws -> User? {
+        let normalized = User.normalize(email: email)
+        let user = try await database.read { db in
+            try User.filter(Column("email") == normalized).fetchOne(db)
+        }
+        guard let user else {
+            _ = try await passwords.verify(password, hash: Passwords.decoyHash)
+            return nil
+        }
+        return try await passwords.verify(password, hash: user.passwordHash) ? user : nil
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import Logging
+
+/// Everything the application needs to start, resolved from flags and environment by the CLI.
+public struct FoyerConfig: Sendable {
+    /// An account created on first start when the users table is empty, so a newcomer can sign in at once.
+    public struct DemoAccount: Sendable {
+        public var email: String
+        /// nil means: generate one and print it to the log once.
+        public var password: String?
+
+        public init(email: String = "demo@foyer.local", password: String? = nil) {
+            self.email = email
+            self.password = password
+        }
+    }
+
+    public var hostname = "127.0.0.1"
+    public var port = 8080
+    /// A file path, or ":memory:" for a throwaway database.
+    public var databasePath = "foyer.sqlite"
+    /// Folder holding Templates/, Public/ and path_configuration.json.
+    public var resourcesDirectory = FileManager.default.currentDirectoryPath
+    public var pathConfigurationFile: String?
+    public var turboScriptURL = "/turbo.min.js"
+    /// Mark cookies Secure even when no proxy says the request came over https.
+    public var secureCookies = false
+    /// Believe X-Forwarded-For from the load balancer in front of us when recording a session's IP.
+    public var trustProxy = false
+    public var passwordHashCost: UInt8 = 12
+    public var demoAccount: DemoAccount? = DemoAccount()
+    public var logLevel: Logger.Level = .info
+
+    public init() {}
+
+    var templatesDirectory: String { resourcesDirectory + "/Templates" }
+    var publicDirectory: String { resourcesDirectory + "/Public" }
+    var resolvedPathConfigurationFile: String { pathConfigurationFile ?? resourcesDirectory + "/path_configuration.json" }
+}

@@ -1,0 +1,46 @@
+import GRDB
+
+/// Opens Foyer's SQLite database and brings its schema up to date.
+public enum FoyerDatabase {
+    public static func open(path: String) throws -> any DatabaseWriter {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        if path == ":memory:" {
+            return try DatabaseQueue(configuration: configuration)
+        }
+        // A pool puts the file in WAL mode: readers never wait for the writer.
+        return try DatabasePool(path: path, configuration: configuration)
+    }
+
+    public static func openAndMigrate(path: String) throws -> any DatabaseWriter {
+        let database = try open(path: path)
+        try migrator.migrate(database)
+        return database
+    }
+
+    /// Named migrations, in order. Never edit one that has shipped: add another.
+    public static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: users and sessions") { db in
+            try db.create(table: "users") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("email", .text).notNull().unique(onConflict: .abort).collate(.nocase)
+                t.column("password_hash", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+            try db.create(table: "sessions") { t in
+                t.primaryKey("id", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                // SHA-256 of the bearer token: a leaked database does not leak usable tokens.
+                t.column("token_hash", .text).notNull().unique()
+                t.column("csrf_token", .text).notNull()
+                t.column("user_agent", .text)
+                t.column("ip_address", .text)
+                t.column("created_at", .datetime).notNull()
+                t.column("last_seen_at", .datetime).notNull()
+                t.column("revoked_at", .datetime)
+            }
+        }
+        return migrator
+    }
+}

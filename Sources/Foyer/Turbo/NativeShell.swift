@@ -1,0 +1,41 @@
+import HTTPTypes
+import Hummingbird
+
+extension Request {
+    /// Hotwire Native and the older Turbo Native shells put "Hotwire Native" or "Turbo Native" in their User-Agent.
+    var isNativeShell: Bool {
+        guard let agent = headers[.userAgent] else { return false }
+        return agent.contains("Hotwire Native") || agent.contains("Turbo Native")
+    }
+}
+
+/// The three routes a native shell intercepts to close a modal or move back, as turbo-rails names them.
+enum HistoricalLocation: String, CaseIterable {
+    case recede, resume, refresh
+
+    var path: String { "/\(rawValue)_historical_location" }
+}
+
+extension Response {
+    static func seeOther(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location])
+    }
+
+    /// After a successful form: browsers go to `location`; native shells go to a historical-location route
+    /// (dismiss the modal and go back, stay, or reload the screen below).
+    static func afterSubmit(_ request: Request, redirectTo location: String, native: HistoricalLocation = .recede) -> Response {
+        .seeOther(request.isNativeShell ? native.path : location)
+    }
+}
+
+struct HistoricalLocationController {
+    let views: Views
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        for location in HistoricalLocation.allCases {
+            router.get(RouterPath(location.path)) { request, context in
+                views.page("turbo/historical_location", ["title": location.rawValue.capitalized], request: request, context: context)
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import Foyer
+import Hummingbird
+import Logging
+
+@main
+struct FoyerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "foyer",
+        abstract: "Foyer: the backend-for-frontend of hybrid (Hotwire Native) apps and their web twins.",
+        subcommands: [Serve.self, Migrate.self, UserCommand.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Options every command takes. A flag wins over its environment variable, which wins over the default.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "SQLite database file, or :memory: (env FOYER_DATABASE; default foyer.sqlite)")
+    var database: String?
+
+    var databasePath: String {
+        database ?? ProcessInfo.processInfo.environment["FOYER_DATABASE"] ?? "foyer.sqlite"
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the HTTP server (the default command).")
+
+    @OptionGroup var common: CommonOptions
+
+    @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
+    var hostname: String?
+
+    @Option(help: "Port to listen on (env FOYER_PORT or PORT; default 8080)")
+    var port: Int?
+
+    @Option(help: "Folder holding Templates/, Public/ and path_configuration.json (env FOYER_ROOT; default: the working directory)")
+    var root: String?
+
+    @Option(help: "Path configuration file (env FOYER_PATH_CONFIGURATION; default ROOT/path_configuration.json)")
+    var pathConfiguration: String?
+
+    @Option(help: "URL of Turbo's JavaScript (env FOYER_TURBO_URL; default /turbo.min.js from Public/)")
+    var turboURL: String?
+
+    @Flag(help: "Always mark the session cookie Secure (env FOYER_SECURE_COOKIES=1); it is anyway when X-Forwarded-Proto is https")
+    var secureCookies = false
+
+    @Flag(help: "Behind a load balancer: take the client IP from X-Forwarded-For (env FOYER_TRUST_PROXY=1)")
+    var trustProxy = false
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error (env LOG_LEVEL; default info)")
+    var logLevel: String?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        var config = FoyerConfig()
+        config.databasePath = common.databasePath
+        config.hostname = hostname ?? environment["FOYER_HOSTNAME"] ?? config.hostname
+        if let port = port ?? (environment["FOYER_PORT"] ?? environment["PORT"]).flatMap({ Int($0) }) {
+            config.port = port
+        }
+        config.resourcesDirectory = root ?? environment["FOYER_ROOT"] ?? config.resourcesDirectory
+        config.pathConfigurationFile = pathConfiguration ?? environment["FOYER_PATH_CONFIGURATION"]
+        config.turboScriptURL = turboURL ?? environment["FOYER_TURBO_URL"] ?? config.turboScriptURL
+        config.secureCookies = secureCookies || environment["FOYER_SECURE_COOKIES"] == "1"
+        config.trustProxy = trustProxy || environment["FOYER_TRUST_PROXY"] == "1"
+        if let level = (logLevel ?? environment["LOG_LEVEL"]).flatMap({ Logger.Level(rawValue: $0) }) {
+            config.logLevel = level
+        }
+        config.demoAccount = FoyerConfig.DemoAccount(
+            email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
+            password: environment["FOYER_DEMO_PASSWORD"]
+        )
+        do {
+            let app = try await buildApplication(config)
+            // runService stops gracefully on SIGTERM and SIGINT: in-flight requests finish first.
+            try await app.runService()
+        } catch let error as StartupError {
+            throw ValidationError("Foyer cannot start: \(error)")
+        }
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create or update the database schema, then exit.")
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        _ = try FoyerDatabase.openAndMigrate(path: common.databasePath)
+        print("Database \(common.databasePath) is up to date.")
+    }
+}
+
+struct UserCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "user", abstract: "Manage local accounts.", subcommands: [AddUser.self]
+    )
+}
+
+struct AddUser: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Create a local account; the password is read from standard input."
+    )
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(help: "The account's email address")
+    var email: String
+
+    func run() async throws {
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw ValidationError("Give the password on standard input, e.g. `echo 'secret password' | foyer user add \(email)`")
+        }
+        let database = try FoyerDatabase.openAndMigrate(path: common.databasePath)
+        do {
+            let user = try await UserRepository(database: database).create(email: email, password: line)
+            print("Created user \(user.id ?? 0) <\(user.email)>.")
+        } catch let error as UserError {
+            throw ValidationError(error.description)
+        }
+    }
+}
