@@ -36,6 +36,22 @@ struct SessionsAPIController {
             self.lastSeenAt = session.lastSeenAt
             self.current = current
         }
+
+        private enum CodingKeys: String, CodingKey {
+            case id, user, userAgent, ipAddress, createdAt, lastSeenAt, current
+        }
+
+        /// Unknown values are `null`, not missing: clients read every documented key.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(user, forKey: .user)
+            try container.encode(userAgent, forKey: .userAgent)
+            try container.encode(ipAddress, forKey: .ipAddress)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(lastSeenAt, forKey: .lastSeenAt)
+            try container.encode(current, forKey: .current)
+        }
     }
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {

@@ -1,0 +1,75 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+@Suite struct OperationsTests {
+    @Test func healthCheckQueriesTheDatabase() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.json()["database"] as? String == "ok")
+            }
+        }
+    }
+
+    @Test func requestIDIsEchoedOrGenerated() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: "/healthz", method: .get, headers: [.xRequestID: "lb-1234-abcd"]) { response in
+                #expect(response.headers[.xRequestID] == "lb-1234-abcd")
+            }
+            try await client.execute(uri: "/healthz", method: .get, headers: [.xRequestID: "bad id\twith <junk>"]) { response in
+                let id = try #require(response.headers[.xRequestID])
+                #expect(id != "bad id\twith <junk>" && !id.isEmpty)
+            }
+            try await client.execute(uri: "/no-such-page", method: .get) { response in
+                #expect(response.headers[.xRequestID]?.isEmpty == false, "error responses carry the id too")
+            }
+        }
+    }
+
+    @Test func demoAccountIsCreatedOnlyOnAnEmptyDatabase() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let users = UserRepository(database: database, passwordHashCost: 4)
+        let demo = FoyerConfig.DemoAccount(email: "demo@example.com", password: "demo password")
+        try await demo.createIfNoUsers(in: users, logger: Logger(label: "test"))
+        #expect(try await users.authenticate(email: "demo@example.com", password: "demo password") != nil)
+        try await FoyerConfig.DemoAccount(email: "second@example.com", password: "another one").createIfNoUsers(in: users, logger: Logger(label: "test"))
+        #expect(try await users.count() == 1)
+    }
+
+    @Test func generatedDemoPasswordWorks() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let users = UserRepository(database: database, passwordHashCost: 4)
+        try await FoyerConfig.DemoAccount(email: "demo@example.com").createIfNoUsers(in: users, logger: Logger(label: "test"))
+        #expect(try await users.count() == 1)
+        #expect(try await users.authenticate(email: "demo@example.com", password: "") == nil)
+    }
+
+    @Test func accountsRejectBadEmailsShortPasswordsAndDuplicates() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let users = UserRepository(database: database, passwordHashCost: 4)
+        try await users.create(email: "Ada@Example.com", password: "long enough")
+        await #expect(throws: UserError.self) { try await users.create(email: "ada@example.com", password: "long enough") }
+        await #expect(throws: UserError.self) { try await users.create(email: "not-an-email", password: "long enough") }
+        await #expect(throws: UserError.self) { try await users.create(email: "x@y.z", password: "short") }
+    }
+
+    @Test func databaseFileIsInWALMode() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-\(UUID()).sqlite").path
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        let database = try FoyerDatabase.openAndMigrate(path: path)
+        let mode = try await database.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+    }
+}

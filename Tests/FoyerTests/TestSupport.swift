@@ -1,0 +1,109 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+/// The repository root, so tests use the real Templates/, Public/ and path_configuration.json.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+struct TestUser {
+    static let ada = TestUser(email: "ada@example.com", password: "correct horse battery")
+    static let bob = TestUser(email: "bob@example.com", password: "staple of bob's")
+    let email: String
+    let password: String
+}
+
+/// An app on an in-memory database holding two users, Ada and Bob.
+struct TestHarness {
+    let database: any DatabaseWriter
+    let config: FoyerConfig
+
+    init(configure: (inout FoyerConfig) -> Void = { _ in }) async throws {
+        var config = FoyerConfig()
+        config.databasePath = ":memory:"
+        config.resourcesDirectory = packageRoot
+        config.passwordHashCost = 4
+        config.demoAccount = nil
+        config.logLevel = .warning
+        configure(&config)
+        self.config = config
+        database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let users = UserRepository(database: database, passwordHashCost: 4)
+        for user in [TestUser.ada, .bob] {
+            try await users.create(email: user.email, password: user.password)
+        }
+    }
+
+    func test<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
+        let app = try await buildApplication(config, database: database)
+        return try await app.test(.router, body)
+    }
+}
+
+extension ByteBuffer {
+    init(json: String) { self.init(string: json) }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    /// The body as a JSON object; records an issue (and gives an empty object) when it is not one.
+    func json(sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else {
+            Issue.record("expected a JSON object, got \(text)", sourceLocation: sourceLocation)
+            return [:]
+        }
+        return object
+    }
+
+    /// Every Set-Cookie header, parsed.
+    var setCookies: [String] { headers[values: .setCookie] }
+
+    func cookie(named name: String) -> String? {
+        setCookies.first { $0.hasPrefix(name + "=") }
+    }
+}
+
+let jsonHeaders: HTTPFields = [.contentType: "application/json"]
+let formHeaders: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+let browserHeaders: HTTPFields = [.accept: "text/html,application/xhtml+xml", .userAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/130"]
+
+func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)"] }
+
+func cookieHeader(_ token: String) -> HTTPFields { [.cookie: "foyer_session=\(token)", .accept: "text/html"] }
+
+/// Signs in through the API and returns the session token and the session's JSON.
+@discardableResult
+func signIn(_ client: some TestClientProtocol, as user: TestUser = .ada, userAgent: String = "FoyerTests") async throws -> (token: String, session: [String: Any]) {
+    try await client.execute(
+        uri: "/api/v1/sessions", method: .post,
+        headers: [.contentType: "application/json", .userAgent: userAgent],
+        body: ByteBuffer(json: #"{"email": "\#(user.email)", "password": "\#(user.password)"}"#)
+    ) { response in
+        #expect(response.status == .created)
+        let token = try #require(response.headers[HTTPField.Name("X-Session-Token")!])
+        return (token, response.json())
+    }
+}
+
+/// The csrf-token meta tag of a page.
+func csrfToken(in html: String) throws -> String {
+    let marker = #"<meta name="csrf-token" content=""#
+    let start = try #require(html.range(of: marker), "page has no csrf-token meta tag")
+    let rest = html[start.upperBound...]
+    return String(rest.prefix { $0 != "\"" })
+}
+
+func formBody(_ fields: [(String, String)]) -> ByteBuffer {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    let encoded = fields.map { name, value in
+        "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: allowed)!)"
+    }
+    return ByteBuffer(string: encoded.joined(separator: "&"))
+}
