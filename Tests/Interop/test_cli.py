@@ -1,0 +1,60 @@
+"""The `foyer` command line: migrate, user add, flags over environment, graceful shutdown."""
+import json
+import os
+import subprocess
+import urllib.request
+
+from conftest import RunningServer, foyer_binary
+
+
+def test_user_add_reads_the_password_from_stdin_and_the_server_accepts_it(server):
+    added = subprocess.run(
+        [foyer_binary(), "user", "add", "grace@example.com", "--database", str(server.database)],
+        input="hopper's password\n", capture_output=True, text=True, timeout=60,
+    )
+    assert added.returncode == 0, added.stderr
+    request = urllib.request.Request(
+        server.url + "/api/v1/sessions", method="POST",
+        data=json.dumps({"email": "grace@example.com", "password": "hopper's password"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+        assert response.headers["X-Session-Token"]
+
+    duplicate = subprocess.run(
+        [foyer_binary(), "user", "add", "grace@example.com", "--database", str(server.database)],
+        input="another password\n", capture_output=True, text=True, timeout=60,
+    )
+    assert duplicate.returncode != 0
+    assert "already exists" in duplicate.stderr
+
+
+def test_database_flag_wins_over_environment(tmp_path):
+    from_env, from_flag = tmp_path / "env.sqlite", tmp_path / "flag.sqlite"
+    migrated = subprocess.run(
+        [foyer_binary(), "migrate", "--database", str(from_flag)],
+        env=dict(os.environ, FOYER_DATABASE=str(from_env)), capture_output=True, text=True, timeout=60,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert from_flag.exists() and not from_env.exists()
+
+    subprocess.run([foyer_binary(), "migrate"], env=dict(os.environ, FOYER_DATABASE=str(from_env)), check=True, timeout=60)
+    assert from_env.exists()
+
+
+def test_sigterm_stops_the_server_cleanly(tmp_path):
+    running = RunningServer(tmp_path)
+    assert running.stop() == 0
+    assert "Created the demo account" in running.log_path.read_text()
+
+
+def test_broken_path_configuration_stops_start_up_with_a_message(tmp_path):
+    broken = tmp_path / "path_configuration.json"
+    broken.write_text('{"rules": [{"patterns": ["(unclosed"], "properties": {}}]}')
+    started = subprocess.run(
+        [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), "--path-configuration", str(broken)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert started.returncode != 0
+    assert '"(unclosed" is not a valid regular expression' in started.stderr
