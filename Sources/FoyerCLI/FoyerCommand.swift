@@ -78,7 +78,8 @@ struct Serve: AsyncParsableCommand {
             // runService stops gracefully on SIGTERM and SIGINT: in-flight requests finish first.
             try await app.runService()
         } catch let error as StartupError {
-            throw ValidationError("Foyer cannot start: \(error)")
+            FileHandle.standardError.write(Data("Foyer cannot start: \(error)\n".utf8))
+            throw ExitCode.failure
         }
     }
 }

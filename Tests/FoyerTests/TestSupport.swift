@@ -73,6 +73,14 @@ let jsonHeaders: HTTPFields = [.contentType: "application/json"]
 let formHeaders: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
 let browserHeaders: HTTPFields = [.accept: "text/html,application/xhtml+xml", .userAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/130"]
 
+extension HTTPFields {
+    func merging(_ other: HTTPFields) -> HTTPFields {
+        var merged = self
+        for field in other { merged[field.name] = field.value }
+        return merged
+    }
+}
+
 func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)"] }
 
 func cookieHeader(_ token: String) -> HTTPFields { [.cookie: "foyer_session=\(token)", .accept: "text/html"] }

@@ -65,6 +65,22 @@ import Testing
         }
     }
 
+    @Test func oversizedFormsGet413InTheFormatAsked() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let huge = formBody([("email", String(repeating: "a", count: 1_100_000))])
+            try await client.execute(uri: "/sign_in", method: .post, headers: formHeaders.merging(browserHeaders), body: huge) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.headers[.contentType]?.hasPrefix("text/html") == true)
+                #expect(response.text.contains("/turbo.min.js"))
+            }
+            try await client.execute(uri: "/api/v1/sessions", method: .post, headers: formHeaders, body: huge) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.json()["error"] is String)
+            }
+        }
+    }
+
     @Test func layoutCarriesTheCSRFMetaTagWhenSignedIn() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

@@ -21,7 +21,8 @@ public func buildApplication(
 
     let router = Router(context: FoyerRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
-    router.add(middleware: ErrorMiddleware(views: views))
+    let errors = ErrorMiddleware(views: views)
+    router.add(middleware: errors)
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
     router.add(middleware: AuthenticationMiddleware(sessions: sessions))
     router.add(middleware: CSRFMiddleware())
@@ -35,7 +36,7 @@ public func buildApplication(
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
 
     return Application(
-        responder: MethodOverrideResponder(wrapped: router.buildResponder()),
+        responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
         logger: logger
     )

@@ -17,12 +17,6 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext {
         self.remoteAddress = source.channel.remoteAddress
     }
 
-    public var requestDecoder: JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return decoder
-    }
-
     /// snake_case keys and ISO-8601 UTC times: what Rails-shaped clients expect.
     public var responseEncoder: JSONEncoder { Self.encoder }
 

@@ -6,6 +6,8 @@ import Hummingbird
 struct MethodOverrideResponder<Wrapped: HTTPResponder>: HTTPResponder where Wrapped.Context == FoyerRequestContext {
     typealias Context = FoyerRequestContext
     let wrapped: Wrapped
+    /// Errors here happen before the router's middleware, so they are rendered the same way by hand.
+    let errors: ErrorMiddleware
     static var overridable: [String: HTTPRequest.Method] { ["patch": .patch, "put": .put, "delete": .delete] }
 
     func respond(to request: Request, context: Context) async throws -> Response {
@@ -17,7 +19,8 @@ struct MethodOverrideResponder<Wrapped: HTTPResponder>: HTTPResponder where Wrap
         do {
             fields = try await request.formFields()
         } catch {
-            return Response.json(["error": "The form body is larger than 1 MiB."], status: .contentTooLarge)
+            let tooLarge = AppError(.contentTooLarge, message: "The form is larger than 1 MiB.")
+            return errors.response(for: tooLarge, request: request, context: context)
         }
         if let name = fields["_method"]?.lowercased(), let method = Self.overridable[name] {
             var head = request.head

@@ -23,8 +23,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             throw error
         }
         response.headers[.xRequestID] = requestID
-        let elapsed = ContinuousClock.now - start
-        let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        let milliseconds = (ContinuousClock.now - start) / .milliseconds(1)
         context.logger.info(
             "\(request.method) \(request.uri.path) \(response.status.code) \(String(format: "%.1f", milliseconds))ms"
         )

@@ -4,7 +4,7 @@ extension FoyerConfig.DemoAccount {
     /// On an empty database, create the demo account so a newcomer can sign in at once.
     func createIfNoUsers(in users: UserRepository, logger: Logger) async throws {
         guard try await users.count() == 0 else { return }
-        let password = self.password ?? SessionStore.randomToken().prefix(16).description
+        let password = self.password ?? String(SessionStore.randomToken().prefix(16))
         try await users.create(email: email, password: password)
         if self.password == nil {
             logger.notice("Created the demo account: sign in as \(email) with password \(password) (shown only this once)")

@@ -56,7 +56,7 @@ struct SessionsAPIController {
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        guard let user = try await signIn.authenticate(email: credentials.email, password: credentials.password) else {
+        guard let user = try await signIn.users.authenticate(email: credentials.email, password: credentials.password) else {
             var response = Response.json(["error": SignIn.wrongCredentials], status: .unauthorized)
             response.headers[.wwwAuthenticate] = "Bearer"
             return response

@@ -11,10 +11,6 @@ struct SignIn: Sendable {
     let secureCookies: Bool
     let trustProxy: Bool
 
-    func authenticate(email: String, password: String) async throws -> User? {
-        try await users.authenticate(email: email, password: password)
-    }
-
     func openSession(for user: User, request: Request, context: FoyerRequestContext) async throws -> (AuthSession, token: String) {
         try await sessions.create(
             for: user,

@@ -56,8 +56,10 @@ public struct UserRepository: Sendable {
     @discardableResult
     public func create(email rawEmail: String, password: String) async throws -> User {
         let email = User.normalize(email: rawEmail)
-        guard email.count <= 254, email.firstIndex(of: "@").map({ $0 != email.startIndex && $0 != email.index(before: email.endIndex) }) == true
-        else { throw UserError.invalidEmail(rawEmail) }
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard email.count <= 254, parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !email.contains(where: \.isWhitespace) else {
+            throw UserError.invalidEmail(rawEmail)
+        }
         guard password.count >= Self.minimumPasswordLength else {
             throw UserError.passwordTooShort(minimum: Self.minimumPasswordLength)
         }
@@ -84,7 +86,7 @@ public struct UserRepository: Sendable {
             try User.filter(Column("email") == normalized).fetchOne(db)
         }
         guard let user else {
-            _ = try await passwords.verify(password, hash: Passwords.decoyHash)
+            try await passwords.verifyDecoy(password)
             return nil
         }
         return try await passwords.verify(password, hash: user.passwordHash) ? user : nil

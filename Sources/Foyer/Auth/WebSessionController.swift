@@ -32,7 +32,7 @@ struct WebSessionController {
         let email = fields["email"] ?? ""
         let returnTo = fields["return_to"]
         guard !email.isEmpty, let password = fields["password"], !password.isEmpty,
-            let user = try await signIn.authenticate(email: email, password: password)
+            let user = try await signIn.users.authenticate(email: email, password: password)
         else {
             return Self.signInPage(
                 request: request, context: context, views: views, email: email, returnTo: returnTo,
