@@ -15,3 +15,16 @@ public struct AppError: Error, CustomStringConvertible {
 
     public var description: String { "\(status.code) \(message)" }
 }
+
+/// Input that does not validate: field → messages, Rails-style (`{"title": ["can't be blank"]}`).
+/// JSON clients get 422 `{"errors": …}`; HTML controllers catch it and show the form again.
+struct ValidationFailed: Error {
+    let errors: [String: [String]]
+
+    /// "Title can't be blank", one sentence per message, fields in a stable order.
+    var fullMessages: [String] {
+        errors.keys.sorted().flatMap { field in
+            errors[field, default: []].map { "\(field.prefix(1).uppercased() + field.dropFirst()) \($0)" }
+        }
+    }
+}

@@ -17,7 +17,10 @@ public func buildApplication(
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
     let sessions = SessionStore(database: database)
     let signIn = SignIn(users: users, sessions: sessions, secureCookies: config.secureCookies, trustProxy: config.trustProxy)
-    try await config.demoAccount?.createIfNoUsers(in: users, logger: logger)
+    let posts = PostRepository(database: database)
+    if let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
+        try await SamplePosts.seed(into: posts, author: demo)
+    }
 
     let router = Router(context: FoyerRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
@@ -34,6 +37,8 @@ public func buildApplication(
     SessionsAPIController(signIn: signIn).addRoutes(to: router)
     WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
+    PostsAPIController(posts: posts).addRoutes(to: router)
+    PostsController(posts: posts, views: views).addRoutes(to: router)
 
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),

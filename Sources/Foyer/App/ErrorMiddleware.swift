@@ -31,6 +31,13 @@ struct ErrorMiddleware: RouterMiddleware {
                 message: "Sign in to continue.", status: .unauthorized
             )
         }
+        if let invalid = error as? ValidationFailed, request.wantsJSON {
+            struct Body: Encodable {
+                let error: String
+                let errors: [String: [String]]
+            }
+            return Response.json(Body(error: invalid.fullMessages.joined(separator: "; "), errors: invalid.errors), status: .unprocessableContent)
+        }
         let (status, title, message) = Self.describe(error)
         if status.code >= 500 {
             context.logger.error("request failed: \(String(reflecting: error))")
@@ -55,6 +62,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return (error.status, error.status.reasonPhrase, message)
         case let error as any HTTPResponseError:
             return (error.status, error.status.reasonPhrase, defaultMessage(error.status))
+        case let error as ValidationFailed:
+            return (.unprocessableContent, "Unprocessable Content", error.fullMessages.joined(separator: " "))
         case is DecodingError:
             return (.badRequest, "Bad Request", "The request body could not be read: \(error)")
         default:

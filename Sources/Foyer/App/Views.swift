@@ -39,6 +39,13 @@ public struct Views: Sendable {
     }
 }
 
+extension Views {
+    /// How pages show a time: "2026-11-21 16:34:52 UTC".
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
+    }
+}
+
 /// A problem found while starting: stops start-up with a message that names it.
 public struct StartupError: Error, CustomStringConvertible {
     public let description: String

@@ -20,8 +20,8 @@ struct AccountController {
                 "id": session.id,
                 "device": session.userAgent ?? "Unknown device",
                 "ip_address": session.ipAddress ?? "unknown",
-                "created_at": Self.display(session.createdAt),
-                "last_seen_at": Self.display(session.lastSeenAt),
+                "created_at": Views.timestamp(session.createdAt),
+                "last_seen_at": Views.timestamp(session.lastSeenAt),
                 "current": session.id == identity.session.id,
             ]
         }
@@ -42,9 +42,5 @@ struct AccountController {
         var response = Response.seeOther("/")
         response.setCookie(signIn.expiredCookie(request: request))
         return response
-    }
-
-    static func display(_ date: Date) -> String {
-        date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
     }
 }

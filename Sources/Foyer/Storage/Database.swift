@@ -41,6 +41,17 @@ public enum FoyerDatabase {
                 t.column("revoked_at", .datetime)
             }
         }
+        migrator.registerMigration("v2: posts") { db in
+            try db.create(table: "posts") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("title", .text).notNull()
+                t.column("content", .text).notNull().defaults(to: "")
+                t.column("author_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            try db.create(index: "posts_by_newest", on: "posts", columns: ["created_at", "id"])
+        }
         return migrator
     }
 }

@@ -1,0 +1,27 @@
+import Hummingbird
+
+/// `?page=` and `?per_page=` from the query: whole numbers, page from 1, per_page from 1 to the maximum.
+struct Paging: Sendable {
+    static let maximumPerPage = 100
+    let page: Int
+    let perPage: Int
+
+    init(page: Int, perPage: Int) {
+        self.page = page
+        self.perPage = perPage
+    }
+
+    init(_ request: Request, defaultPerPage: Int = 20) throws {
+        let query = request.uri.queryParameters
+        page = try Self.number(query["page"], name: "page", default: 1, range: 1...1_000_000)
+        perPage = try Self.number(query["per_page"], name: "per_page", default: defaultPerPage, range: 1...Self.maximumPerPage)
+    }
+
+    private static func number(_ value: Substring?, name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let value, !value.isEmpty else { return fallback }
+        guard let number = Int(value), range.contains(number) else {
+            throw AppError(.badRequest, message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import GRDB
+
+/// A post: Foyer's own data. `content` is plain text; pages render it as escaped paragraphs.
+public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "posts"
+    public static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
+    public static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
+    static let maximumTitleLength = 200
+    static let maximumContentLength = 100_000
+
+    public var id: Int64?
+    public var title: String
+    public var content: String
+    public var authorId: Int64
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        id = inserted.rowID
+    }
+}
+
+/// A post as pages and the API show it: with its author's public face.
+public struct PublishedPost: Sendable {
+    public let post: Post
+    public let author: User.Public
+
+    var id: Int64 { post.id ?? 0 }
+}
+
+/// What a form or a JSON body asks to set. A nil field is left as it is (PATCH semantics).
+struct PostChanges: Sendable {
+    var title: String?
+    var content: String?
+
+    /// Field → messages, Rails-style (`{"title": ["can't be blank"]}`); empty when valid.
+    func validationErrors(creating: Bool) -> [String: [String]] {
+        var errors: [String: [String]] = [:]
+        if let title {
+            let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
+            if trimmed.isEmpty { errors["title", default: []].append("can't be blank") }
+            if trimmed.count > Post.maximumTitleLength {
+                errors["title", default: []].append("is too long (maximum is \(Post.maximumTitleLength) characters)")
+            }
+        } else if creating {
+            errors["title", default: []].append("can't be blank")
+        }
+        if let content, content.count > Post.maximumContentLength {
+            errors["content", default: []].append("is too long (maximum is \(Post.maximumContentLength) characters)")
+        }
+        return errors
+    }
+
+    func apply(to post: inout Post) {
+        if let title { post.title = title.trimmingCharacters(in: .whitespacesAndNewlines) }
+        if let content { post.content = content }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+
+/// Posts in SQLite, with their authors. Writes bump `generation`, which tells caches built on reads to let go.
+public struct PostRepository: Sendable {
+    let database: any DatabaseWriter
+    let generation = Generation()
+
+    public init(database: any DatabaseWriter) {
+        self.database = database
+    }
+
+    /// A counter of writes: a cache entry made at generation N is stale once it is not N any more.
+    final class Generation: Sendable {
+        private let value = NIOLockedValueBox(0)
+        var current: Int { value.withLockedValue { $0 } }
+        func bump() { value.withLockedValue { $0 += 1 } }
+    }
+
+    public struct Page: Sendable {
+        public let posts: [PublishedPost]
+        public let total: Int
+        public let number: Int
+        public let perPage: Int
+
+        var lastPage: Int { max(1, (total + perPage - 1) / perPage) }
+        var hasNext: Bool { number < lastPage }
+        var hasPrevious: Bool { number > 1 }
+    }
+
+    private static let selectWithAuthor = """
+        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
+        """
+
+    /// Newest first.
+    public func page(_ number: Int, perPage: Int) async throws -> Page {
+        try await database.read { db in
+            let rows = try Row.fetchAll(
+                db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
+                arguments: [perPage, (number - 1) * perPage]
+            )
+            let total = try Post.fetchCount(db)
+            return Page(posts: try rows.map(Self.published), total: total, number: number, perPage: perPage)
+        }
+    }
+
+    public func find(id: Int64) async throws -> PublishedPost? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: Self.selectWithAuthor + " WHERE posts.id = ?", arguments: [id]).map(Self.published)
+        }
+    }
+
+    func create(_ changes: PostChanges, author: User) async throws -> PublishedPost {
+        let errors = changes.validationErrors(creating: true)
+        guard errors.isEmpty, let authorId = author.id else { throw ValidationFailed(errors: errors) }
+        let now = Date()
+        var post = Post(id: nil, title: "", content: "", authorId: authorId, createdAt: now, updatedAt: now)
+        changes.apply(to: &post)
+        let saved = try await database.write { [post] db in
+            var post = post
+            try post.insert(db)
+            return post
+        }
+        generation.bump()
+        return PublishedPost(post: saved, author: author.publicView)
+    }
+
+    func update(_ published: PublishedPost, with changes: PostChanges) async throws -> PublishedPost {
+        let errors = changes.validationErrors(creating: false)
+        guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
+        var post = published.post
+        changes.apply(to: &post)
+        post.updatedAt = Date()
+        try await database.write { [post] db in try post.update(db) }
+        generation.bump()
+        return PublishedPost(post: post, author: published.author)
+    }
+
+    func delete(id: Int64) async throws {
+        _ = try await database.write { db in try Post.deleteOne(db, key: id) }
+        generation.bump()
+    }
+
+    public func count() async throws -> Int {
+        try await database.read { try Post.fetchCount($0) }
+    }
+
+    private static func published(_ row: Row) throws -> PublishedPost {
+        let post = try Post(row: row)
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: row["author_email"]))
+    }
+}

@@ -1,0 +1,41 @@
+/// Plain text to HTML: escaped, blank lines make paragraphs, single line breaks stay line breaks.
+/// Stored content is never trusted as markup, so no sanitiser is needed.
+enum PostText {
+    static func html(_ text: String) -> String {
+        let normalized = text.replacingOccurrences(of: "\r\n", with: "\n")
+        var html = ""
+        var paragraph: [Substring] = []
+        func flush() {
+            guard !paragraph.isEmpty else { return }
+            html += "<p>" + paragraph.map { escape($0) }.joined(separator: "<br>\n") + "</p>\n"
+            paragraph.removeAll()
+        }
+        for line in normalized.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.allSatisfy(\.isWhitespace) { flush() } else { paragraph.append(line) }
+        }
+        flush()
+        return html
+    }
+
+    static func escape(_ text: some StringProtocol) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// The first words of a post, for lists.
+    static func excerpt(_ text: String, length: Int = 160) -> String {
+        let flattened = text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        return flattened.count <= length ? flattened : String(flattened.prefix(length)) + "…"
+    }
+}

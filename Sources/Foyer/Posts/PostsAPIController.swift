@@ -1,0 +1,152 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The posts JSON API for native screens and curl: `/api/v1/posts` and the Rails-style `/posts.json` twins.
+struct PostsAPIController {
+    let posts: PostRepository
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        for collection in ["/api/v1/posts", "/posts.json"] {
+            router.get(RouterPath(collection), use: index)
+            router.post(RouterPath(collection), use: create)
+        }
+        for member in ["/api/v1/posts/{id}", "/posts/{id}.json"] {
+            router.get(RouterPath(member), use: show)
+            router.patch(RouterPath(member), use: update)
+            router.put(RouterPath(member), use: update)
+            router.delete(RouterPath(member), use: destroy)
+        }
+    }
+
+    struct PostJSON: Encodable {
+        let id: Int64
+        let title: String
+        let content: String
+        let createdAt: Date
+        let updatedAt: Date
+        /// The post's page: what a native list opens in its WebView.
+        let url: String
+        let author: User.Public
+
+        init(_ published: PublishedPost, baseURL: String) {
+            id = published.id
+            title = published.post.title
+            content = published.post.content
+            createdAt = published.post.createdAt
+            updatedAt = published.post.updatedAt
+            url = "\(baseURL)/posts/\(published.id)"
+            author = published.author
+        }
+    }
+
+    @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let paging = try Paging(request)
+        let page = try await posts.page(paging.page, perPage: paging.perPage)
+        let base = request.baseURL
+        var response = Response.json(page.posts.map { PostJSON($0, baseURL: base) })
+        response.headers[.link] = Self.linkHeader(page, base: base + request.uri.path)
+        response.headers[.xTotalCount] = String(page.total)
+        return response
+    }
+
+    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+        .json(PostJSON(try await find(context), baseURL: request.baseURL))
+    }
+
+    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let created = try await posts.create(try await Self.changes(from: request), author: identity.user)
+        var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
+        response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
+        return response
+    }
+
+    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await findOwn(context)
+        let updated = try await posts.update(published, with: try await Self.changes(from: request))
+        return .json(PostJSON(updated, baseURL: request.baseURL))
+    }
+
+    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await findOwn(context)
+        try await posts.delete(id: published.id)
+        return Response(status: .noContent)
+    }
+
+    private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), let published = try await posts.find(id: id) else {
+            throw AppError(.notFound, message: "There is no post \(raw)")
+        }
+        return published
+    }
+
+    private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
+        let identity = try context.requireIdentity()
+        let published = try await find(context)
+        guard published.author.id == identity.userId else {
+            throw AppError(.forbidden, message: "Only the author of a post may change or delete it")
+        }
+        return published
+    }
+
+    /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.
+    static func changes(from request: Request) async throws -> PostChanges {
+        var request = request
+        let buffer = try await request.collectBody(upTo: 1 << 20)
+        if request.isFormEncoded {
+            return try await PostsController.formChanges(request)
+        }
+        let object: [String: Any]
+        do {
+            guard let parsed = try JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any] else {
+                throw AppError(.badRequest, message: "The body must be a JSON object like {\"title\": \"…\", \"content\": \"…\"}")
+            }
+            object = parsed
+        } catch let error as AppError {
+            throw error
+        } catch {
+            throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"title\": \"…\", \"content\": \"…\"}")
+        }
+        let fields = object["post"] as? [String: Any] ?? object
+        var wrongTypes: [String: [String]] = [:]
+        func text(_ name: String) -> String? {
+            switch fields[name] {
+            case nil, is NSNull: return nil
+            case let value as String: return value
+            default:
+                wrongTypes[name] = ["must be a string"]
+                return nil
+            }
+        }
+        let changes = PostChanges(title: text("title"), content: text("content"))
+        guard wrongTypes.isEmpty else { throw ValidationFailed(errors: wrongTypes) }
+        return changes
+    }
+
+    /// RFC 8288 links to the first, previous, next and last pages, as GitHub's API gives them.
+    static func linkHeader(_ page: PostRepository.Page, base: String) -> String {
+        func link(_ number: Int, _ relation: String) -> String {
+            "<\(base)?page=\(number)&per_page=\(page.perPage)>; rel=\"\(relation)\""
+        }
+        var links = [link(1, "first")]
+        if page.hasPrevious { links.append(link(page.number - 1, "prev")) }
+        if page.hasNext { links.append(link(page.number + 1, "next")) }
+        links.append(link(page.lastPage, "last"))
+        return links.joined(separator: ", ")
+    }
+}
+
+extension HTTPField.Name {
+    static let xTotalCount = HTTPField.Name("X-Total-Count")!
+    static let link = HTTPField.Name("Link")!
+}
+
+extension Request {
+    /// This server as the client reached it: the scheme the load balancer saw, and the Host header.
+    var baseURL: String {
+        let scheme = cameOverHTTPS ? "https" : "http"
+        return "\(scheme)://\(head.authority ?? "localhost")"
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Post pages. Reading is public; writing needs a signed-in user, and only the author may change a post.
+struct PostsController {
+    let posts: PostRepository
+    let views: Views
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.get("/posts", use: index)
+        router.get("/posts/new", use: new)
+        router.post("/posts", use: create)
+        router.get("/posts/{id}", use: show)
+        router.get("/posts/{id}/edit", use: edit)
+        router.patch("/posts/{id}", use: update)
+        router.put("/posts/{id}", use: update)
+        router.delete("/posts/{id}", use: destroy)
+    }
+
+    @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let paging = try Paging(request)
+        let page = try await posts.page(paging.page, perPage: paging.perPage)
+        let items: [[String: Any]] = page.posts.map { published in
+            [
+                "id": published.id,
+                "title": published.post.title,
+                "excerpt": PostText.excerpt(published.post.content),
+                "author": published.author.email,
+                "created_at": Views.timestamp(published.post.createdAt),
+            ]
+        }
+        var values: [String: Any] = ["title": "Posts", "posts": items, "signed_in": context.identity != nil]
+        if page.hasPrevious { values["previous_page"] = page.number - 1 }
+        if page.hasNext { values["next_page"] = page.number + 1 }
+        values["page_number"] = page.number
+        values["last_page"] = page.lastPage
+        return views.page("posts/index", values, request: request, context: context)
+    }
+
+    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await find(context)
+        return views.page(
+            "posts/show",
+            [
+                "title": published.post.title,
+                "post": [
+                    "id": published.id,
+                    "title": published.post.title,
+                    "content_html": PostText.html(published.post.content),
+                    "author": published.author.email,
+                    "created_at": Views.timestamp(published.post.createdAt),
+                    "updated_at": Views.timestamp(published.post.updatedAt),
+                    "edited": published.post.updatedAt > published.post.createdAt,
+                ] as [String: Any],
+                "mine": context.identity?.userId == published.author.id,
+            ],
+            request: request, context: context
+        )
+    }
+
+    @Sendable func new(request: Request, context: FoyerRequestContext) async throws -> Response {
+        _ = try context.requireIdentity()
+        return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil)
+    }
+
+    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let changes = try await Self.formChanges(request)
+        do {
+            let created = try await posts.create(changes, author: identity.user)
+            // A native shell opened the form as a modal: close it and reload the list below.
+            return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh)
+        } catch let invalid as ValidationFailed {
+            return form(request: request, context: context, changes: changes, id: nil, errors: invalid, status: .unprocessableContent)
+        }
+    }
+
+    @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await findOwn(context)
+        let changes = PostChanges(title: published.post.title, content: published.post.content)
+        return form(request: request, context: context, changes: changes, id: published.id)
+    }
+
+    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await findOwn(context)
+        let changes = try await Self.formChanges(request)
+        do {
+            _ = try await posts.update(published, with: changes)
+            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh)
+        } catch let invalid as ValidationFailed {
+            return form(request: request, context: context, changes: changes, id: published.id, errors: invalid, status: .unprocessableContent)
+        }
+    }
+
+    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let published = try await findOwn(context)
+        try await posts.delete(id: published.id)
+        return .afterSubmit(request, redirectTo: "/posts", native: .recede)
+    }
+
+    private func form(
+        request: Request, context: FoyerRequestContext, changes: PostChanges, id: Int64?,
+        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
+    ) -> Response {
+        var values: [String: Any] = [
+            "title": id == nil ? "New post" : "Edit post",
+            "form": [
+                "title": changes.title ?? "",
+                "content": changes.content ?? "",
+                "action": id.map { "/posts/\($0)" } ?? "/posts",
+                "editing": id != nil,
+                "cancel": id.map { "/posts/\($0)" } ?? "/posts",
+            ] as [String: Any],
+        ]
+        if let errors {
+            values["has_errors"] = true
+            values["errors"] = errors.fullMessages
+            values["title_invalid"] = errors.errors["title"] != nil
+            values["content_invalid"] = errors.errors["content"] != nil
+        }
+        return views.page(id == nil ? "posts/new" : "posts/edit", values, request: request, context: context, status: status)
+    }
+
+    private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), let published = try await posts.find(id: id) else {
+            throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
+        }
+        return published
+    }
+
+    /// The post, when the signed-in user wrote it: 401 when nobody is signed in, 403 for anyone else.
+    private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
+        let identity = try context.requireIdentity()
+        let published = try await find(context)
+        guard published.author.id == identity.userId else {
+            throw AppError(.forbidden, title: "Not your post", message: "Only the author of a post may change or delete it.")
+        }
+        return published
+    }
+
+    static func formChanges(_ request: Request) async throws -> PostChanges {
+        var request = request
+        let fields = try await request.formFields()
+        return PostChanges(title: fields["title"] ?? fields["post[title]"], content: fields["content"] ?? fields["post[content]"])
+    }
+}
