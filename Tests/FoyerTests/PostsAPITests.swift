@@ -153,3 +153,43 @@ import Testing
         }
     }
 }
+
+@Suite struct PostValidationTests {
+    @Test func lengthsCountCodePointsNotGraphemes() {
+        // 100 skin-toned thumbs: 100 graphemes, 200 code points.
+        let thumbs = String(repeating: "👍🏽", count: 100)
+        #expect(PostChanges(title: thumbs).validationErrors(creating: true).isEmpty)
+        #expect(PostChanges(title: thumbs + "x").validationErrors(creating: true)["title"] == ["is too long (maximum is 200 characters)"])
+    }
+
+    @Test func blankMeansOnlyWhiteSpaceAsTheOpenAPIPatternSeesIt() {
+        for blank in ["", "   ", "\n\t", "\u{1C}\u{1F}", "\u{2003}\u{3000}"] {
+            #expect(PostChanges.isBlank(blank), "\(blank.unicodeScalars.map(\.value))")
+        }
+        for visible in ["a", " a ", "\u{200B}", "\u{01}"] {
+            #expect(!PostChanges.isBlank(visible), "\(visible.unicodeScalars.map(\.value))")
+        }
+    }
+
+    @Test func titlesAreStoredAsSent() {
+        var post = Post(id: nil, title: "", content: "", authorId: 1, createdAt: Date(), updatedAt: Date())
+        PostChanges(title: "  spaced  ", content: nil).apply(to: &post)
+        #expect(post.title == "  spaced  ")
+    }
+}
+
+@Suite struct PostJSONTypesTests {
+    @Test func nullIsNotAString() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: bearer(token).merging(jsonHeaders),
+                body: ByteBuffer(json: #"{"title": "ok", "content": null}"#)
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.json()["errors"] as? [String: [String]] == ["content": ["must be a string"]])
+            }
+        }
+    }
+}

@@ -18,7 +18,7 @@ struct Paging: Sendable {
     }
 
     private static func number(_ value: Substring?, name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let value, !value.isEmpty else { return fallback }
+        guard let value else { return fallback }
         guard let number = Int(value), range.contains(number) else {
             throw AppError(.badRequest, message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
         }

@@ -38,7 +38,7 @@ extension Request {
     }
 
     /// The body as urlencoded form fields (later fields win). Collects the body, so handlers can still read it.
-    mutating func formFields(limit: Int = 1 << 20) async throws -> [String: String] {
+    mutating func formFields(limit: Int = 2 << 20) async throws -> [String: String] {
         let buffer = try await collectBody(upTo: limit)
         return FormFields.parse(String(buffer: buffer))
     }

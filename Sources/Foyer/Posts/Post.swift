@@ -35,25 +35,31 @@ struct PostChanges: Sendable {
     var content: String?
 
     /// Field → messages, Rails-style (`{"title": ["can't be blank"]}`); empty when valid.
+    /// Lengths count Unicode code points, as JSON Schema's maxLength and most clients do (not Swift's graphemes).
     func validationErrors(creating: Bool) -> [String: [String]] {
         var errors: [String: [String]] = [:]
         if let title {
-            let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
-            if trimmed.isEmpty { errors["title", default: []].append("can't be blank") }
-            if trimmed.count > Post.maximumTitleLength {
+            if Self.isBlank(title) { errors["title", default: []].append("can't be blank") }
+            if title.unicodeScalars.count > Post.maximumTitleLength {
                 errors["title", default: []].append("is too long (maximum is \(Post.maximumTitleLength) characters)")
             }
         } else if creating {
             errors["title", default: []].append("can't be blank")
         }
-        if let content, content.count > Post.maximumContentLength {
+        if let content, content.unicodeScalars.count > Post.maximumContentLength {
             errors["content", default: []].append("is too long (maximum is \(Post.maximumContentLength) characters)")
         }
         return errors
     }
 
+    /// Nothing but white space: Unicode's White_Space, plus the separators U+001C–U+001F that Python counts as
+    /// space. The OpenAPI pattern names U+001C–U+001F and U+0085 outright, so every regex engine agrees with this.
+    static func isBlank(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { $0.properties.isWhitespace || (0x1C...0x1F).contains($0.value) }
+    }
+
     func apply(to post: inout Post) {
-        if let title { post.title = title.trimmingCharacters(in: .whitespacesAndNewlines) }
+        if let title { post.title = title }
         if let content { post.content = content }
     }
 }
