@@ -183,6 +183,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
             let id = try await createPost(client, token: token, title: "Before")
             try await client.execute(uri: "/posts/\(id)/edit", method: .get, headers: headers) { response in
                 #expect(response.status == .ok)
+                #expect(response.text.contains(#"<meta name="turbo-cache-control" content="no-cache">"#))
                 #expect(response.text.contains(#"name="_method" value="patch""#))
                 #expect(response.text.contains(#"value="Before""#))
             }

@@ -17,6 +17,8 @@ public struct Views: Sendable {
     }
 
     /// An HTML page. `values` fill the template; the layout's own values (Turbo, CSRF, who is signed in) are added here.
+    /// Forms set `form_page`, which keeps them out of Turbo's snapshot cache: a preview of a form takes typing
+    /// that the real page then throws away.
     func page(
         _ template: String, _ values: [String: Any], request: Request, context: FoyerRequestContext,
         status: HTTPResponse.Status = .ok

@@ -20,7 +20,7 @@ struct WebSessionController {
         request: Request, context: FoyerRequestContext, views: Views, email: String, returnTo: String?,
         message: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
-        var values: [String: Any] = ["title": "Sign in", "email": email]
+        var values: [String: Any] = ["title": "Sign in", "email": email, "form_page": true]
         values["return_to"] = returnTo
         values["message"] = message
         return views.page("sessions/new", values, request: request, context: context, status: status)

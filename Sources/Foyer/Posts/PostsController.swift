@@ -105,6 +105,7 @@ struct PostsController {
     ) -> Response {
         var values: [String: Any] = [
             "title": id == nil ? "New post" : "Edit post",
+            "form_page": true,
             "form": [
                 "title": changes.title ?? "",
                 "content": changes.content ?? "",
