@@ -20,6 +20,17 @@ import Testing
         }
     }
 
+    @Test func upAnswersPlainText() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: "/up", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
+                #expect(response.text == "OK")
+            }
+        }
+    }
+
     @Test func requestIDIsEchoedOrGenerated() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

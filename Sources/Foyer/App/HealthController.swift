@@ -2,11 +2,15 @@ import GRDB
 import HTTPTypes
 import Hummingbird
 
-/// For load balancers and orchestrators: 200 when the database answers, 503 when it does not.
+/// For load balancers and orchestrators. `/up`: the process answers (liveness, no I/O);
+/// `/healthz`: 200 when the database answers, 503 when it does not (readiness).
 struct HealthController {
     let database: any DatabaseWriter
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.get("/up") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "OK")))
+        }
         router.get("/healthz") { _, context -> Response in
             do {
                 _ = try await database.read { try Int.fetchOne($0, sql: "SELECT 1") }
