@@ -242,3 +242,65 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         }
     }
 }
+
+@Suite struct PostListCacheTests {
+    @Test func listsShowEveryWriteAtOnce() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            func page() async throws -> String {
+                try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(token)) { $0.text }
+            }
+            func json() async throws -> String {
+                try await client.execute(uri: "/api/v1/posts", method: .get) { $0.text }
+            }
+            let id = try await createPost(client, token: token, title: "First title")
+            #expect(try await page().contains("First title"))
+            #expect(try await json().contains("First title"))
+
+            _ = try await createPost(client, token: token, title: "Second post")
+            #expect(try await page().contains("Second post"))
+            #expect(try await json().contains("Second post"))
+
+            try await client.execute(
+                uri: "/api/v1/posts/\(id)", method: .patch, headers: bearer(token).merging(jsonHeaders),
+                body: ByteBuffer(json: #"{"title": "Renamed"}"#)
+            ) { #expect($0.status == .ok) }
+            #expect(try await page().contains("Renamed"))
+            #expect(try await !page().contains("First title"))
+            #expect(try await json().contains("Renamed"))
+
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .delete, headers: bearer(token)) { #expect($0.status == .noContent) }
+            #expect(try await !page().contains("Renamed"))
+            #expect(try await !json().contains("Renamed"))
+        }
+    }
+
+    @Test func signedInAndAnonymousListsDiffer() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(token)) { response in
+                #expect(response.text.contains(#"href="/posts/new""#))
+            }
+            try await client.execute(uri: "/posts", method: .get) { response in
+                #expect(!response.text.contains(#"href="/posts/new""#))
+            }
+        }
+    }
+
+    @Test func cachedJSONNamesTheBaseURLAsked() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            _ = try await createPost(client, token: token)
+            for scheme in ["http", "https", "http"] {
+                let headers: HTTPFields = scheme == "https" ? [HTTPField.Name("X-Forwarded-Proto")!: "https"] : [:]
+                try await client.execute(uri: "/api/v1/posts", method: .get, headers: headers) { response in
+                    #expect(response.text.contains("\(scheme)://localhost/posts/"))
+                    #expect(response.headers[HTTPField.Name("Link")!]?.contains("\(scheme)://localhost/api/v1/posts") == true)
+                }
+            }
+        }
+    }
+}

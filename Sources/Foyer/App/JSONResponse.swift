@@ -1,20 +1,22 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 
 extension Response {
     /// A JSON body encoded the API's way (snake_case keys, ISO-8601 times).
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        let data: Data
+        json(encoded: encodeJSON(value), status: status)
+    }
+
+    /// A JSON body encoded earlier (and perhaps cached).
+    static func json(encoded body: ByteBuffer, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: body))
+    }
+
+    static func encodeJSON(_ value: some Encodable) -> ByteBuffer {
         do {
-            data = try FoyerRequestContext.encoder.encode(value)
+            return ByteBuffer(bytes: try FoyerRequestContext.encoder.encode(value))
         } catch {
             preconditionFailure("encoding a response value failed: \(error)")
         }
-        return Response(
-            status: status,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data))
-        )
     }
 }

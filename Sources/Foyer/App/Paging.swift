@@ -1,7 +1,7 @@
 import Hummingbird
 
 /// `?page=` and `?per_page=` from the query: whole numbers, page from 1, per_page from 1 to the maximum.
-struct Paging: Sendable {
+struct Paging: Hashable, Sendable {
     static let maximumPerPage = 100
     let page: Int
     let perPage: Int

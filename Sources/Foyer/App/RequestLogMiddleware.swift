@@ -23,10 +23,9 @@ struct RequestLogMiddleware: RouterMiddleware {
             throw error
         }
         response.headers[.xRequestID] = requestID
-        let milliseconds = (ContinuousClock.now - start) / .milliseconds(1)
-        context.logger.info(
-            "\(request.method) \(request.uri.path) \(response.status.code) \(String(format: "%.1f", milliseconds))ms"
-        )
+        // Tenths of a millisecond, without Foundation's slow String(format:) on every request.
+        let tenths = Int(((ContinuousClock.now - start) / .milliseconds(1) * 10).rounded())
+        context.logger.info("\(request.method) \(request.uri.path) \(response.status.code) \(tenths / 10).\(tenths % 10)ms")
         return response
     }
 

@@ -3,41 +3,144 @@ import HTTPTypes
 import Hummingbird
 import Mustache
 
-/// Mustache templates from Templates/, loaded once at start, rendered inside the layout every page shares.
+/// Mustache templates from Templates/, loaded once at start. Page templates render a page's body; the layout
+/// every page shares is compiled once at start (see CompiledLayout), so wrapping a body costs a few appends.
 public struct Views: Sendable {
     let library: MustacheLibrary
-    let turboScriptURL: String
+    let layout: CompiledLayout
 
     init(directory: String, turboScriptURL: String) async throws {
-        self.library = try await MustacheLibrary(directory: directory)
-        self.turboScriptURL = turboScriptURL
+        var library = try await MustacheLibrary(directory: directory)
         for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")
         }
+        self.layout = try CompiledLayout(library: &library, turboScriptURL: turboScriptURL)
+        self.library = library
     }
 
-    /// An HTML page. `values` fill the template; the layout's own values (Turbo, CSRF, who is signed in) are added here.
-    /// Forms set `form_page`, which keeps them out of Turbo's snapshot cache: a preview of a form takes typing
-    /// that the real page then throws away.
+    /// An HTML page: `template` renders the body from `values`, which may use `csrf_token` and `current_user`
+    /// like the layout does. `values["title"]` names the page; `values["form_page"]` keeps it out of Turbo's
+    /// snapshot cache (a preview of a form takes typing that the real page then throws away).
     func page(
         _ template: String, _ values: [String: Any], request: Request, context: FoyerRequestContext,
         status: HTTPResponse.Status = .ok
     ) -> Response {
         var values = values
-        values["turbo_url"] = turboScriptURL
-        values["native"] = request.isNativeShell
         if let identity = context.identity {
             values["csrf_token"] = identity.session.csrfToken
             values["current_user"] = ["email": identity.user.email]
         }
-        guard let html = library.render(values, withTemplate: template) else {
+        values["native"] = request.isNativeShell
+        guard let body = library.render(values, withTemplate: template) else {
             preconditionFailure("template \(template) is not loaded")
         }
+        return page(
+            body: body, title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
+            request: request, context: context, status: status
+        )
+    }
+
+    /// A page around a body already rendered (and possibly cached).
+    func page(
+        body: String, title: String, formPage: Bool = false, request: Request, context: FoyerRequestContext,
+        status: HTTPResponse.Status = .ok
+    ) -> Response {
+        let html = layout.render(
+            body: body, title: title, identity: context.identity, native: request.isNativeShell, formPage: formPage
+        )
         return Response(
             status: status,
             headers: [.contentType: "text/html; charset=utf-8", .vary: "User-Agent"],
-            body: .init(byteBuffer: ByteBuffer(string: html))
+            body: .init(byteBuffer: html)
         )
+    }
+
+    /// Renders a template to a string, for bodies that are cached before they are wrapped.
+    func render(_ template: String, _ values: [String: Any]) -> String {
+        guard let html = library.render(values, withTemplate: template) else {
+            preconditionFailure("template \(template) is not loaded")
+        }
+        return html
+    }
+}
+
+/// `layout.mustache`, rendered once at start for each combination of its sections (signed in, native shell,
+/// form page) with marker strings where the per-request values go, then cut at the markers. Rendering a page is
+/// then joining the pieces with the escaped values: no template walk per request. The template stays the one
+/// source of the layout's HTML.
+struct CompiledLayout: Sendable {
+    enum Slot: String, CaseIterable, Sendable {
+        case title, csrfToken = "csrf", email, body
+    }
+
+    enum Piece: Sendable {
+        case literal(String)
+        case slot(Slot)
+    }
+
+    /// Never in a template or in HTML escaping's output, so it can only come from our own markers.
+    private static let marker: Character = "\u{1}"
+    private let variants: [Int: [Piece]]
+
+    init(library: inout MustacheLibrary, turboScriptURL: String) throws {
+        let probe = "__layout_probe"
+        try library.register("{{<layout}}{{$body}}\(Self.marker)body\(Self.marker){{/body}}{{/layout}}", named: probe)
+        var variants: [Int: [Piece]] = [:]
+        for signedIn in [false, true] {
+            for native in [false, true] {
+                for formPage in [false, true] {
+                    var values: [String: Any] = [
+                        "title": Self.markerFor(.title), "turbo_url": turboScriptURL, "native": native, "form_page": formPage,
+                    ]
+                    if signedIn {
+                        values["csrf_token"] = Self.markerFor(.csrfToken)
+                        values["current_user"] = ["email": Self.markerFor(.email)]
+                    }
+                    guard let rendered = library.render(values, withTemplate: probe) else {
+                        throw StartupError("Templates/layout.mustache could not be rendered")
+                    }
+                    let pieces = try Self.pieces(of: rendered)
+                    guard pieces.filter({ if case .slot(.body) = $0 { true } else { false } }).count == 1 else {
+                        throw StartupError("Templates/layout.mustache must have exactly one {{$body}}{{/body}} block")
+                    }
+                    variants[Self.key(signedIn: signedIn, native: native, formPage: formPage)] = pieces
+                }
+            }
+        }
+        self.variants = variants
+    }
+
+    func render(body: String, title: String, identity: Identity?, native: Bool, formPage: Bool) -> ByteBuffer {
+        let pieces = variants[Self.key(signedIn: identity != nil, native: native, formPage: formPage)]!
+        var html = ByteBuffer()
+        html.reserveCapacity(body.utf8.count + 2048)
+        for piece in pieces {
+            switch piece {
+            case .literal(let text): html.writeString(text)
+            case .slot(.body): html.writeString(body)
+            case .slot(.title): HTML.write(title, escapedInto: &html)
+            case .slot(.csrfToken): HTML.write(identity?.session.csrfToken ?? "", escapedInto: &html)
+            case .slot(.email): HTML.write(identity?.user.email ?? "", escapedInto: &html)
+            }
+        }
+        return html
+    }
+
+    private static func markerFor(_ slot: Slot) -> String { "\(marker)\(slot.rawValue)\(marker)" }
+
+    private static func key(signedIn: Bool, native: Bool, formPage: Bool) -> Int {
+        (signedIn ? 1 : 0) | (native ? 2 : 0) | (formPage ? 4 : 0)
+    }
+
+    /// Text between markers alternates: literal, slot name, literal, …
+    private static func pieces(of rendered: String) throws -> [Piece] {
+        try rendered.split(separator: marker, omittingEmptySubsequences: false).enumerated().compactMap { index, part in
+            if index.isMultiple(of: 2) { return part.isEmpty ? nil : .literal(String(part)) }
+            guard let slot = Slot(rawValue: String(part)) else {
+                throw StartupError("Templates/layout.mustache: unexpected marker \(part)")
+            }
+            return .slot(slot)
+        }
     }
 }
 

@@ -22,9 +22,10 @@ public struct AuthSession: Codable, Sendable, FetchableRecord, PersistableRecord
 /// Creates, finds and revokes sessions by their opaque tokens.
 public struct SessionStore: Sendable {
     /// Writing last_seen_at on every request would turn every read into a write.
-    static let lastSeenResolution: TimeInterval = 60
+    static let lastSeenResolution: TimeInterval = SessionCache.lifetime
 
     let database: any DatabaseWriter
+    let cache = SessionCache()
 
     public init(database: any DatabaseWriter) {
         self.database = database
@@ -52,7 +53,9 @@ public struct SessionStore: Sendable {
 
     /// The live session and its user for a token; nil for unknown or revoked tokens.
     public func find(token: String) async throws -> (AuthSession, User)? {
-        guard token.count <= 256 else { return nil }
+        guard token.utf8.count <= 256 else { return nil }
+        let now = Date()
+        if let cached = cache.lookup(token: token, now: now) { return cached }
         let tokenHash = Self.hash(token: token)
         let found = try await database.read { db -> (AuthSession, User)? in
             guard let session = try AuthSession
@@ -64,7 +67,6 @@ public struct SessionStore: Sendable {
         }
         guard let (foundSession, user) = found else { return nil }
         var session = foundSession
-        let now = Date()
         if now.timeIntervalSince(session.lastSeenAt) > Self.lastSeenResolution {
             session.lastSeenAt = now
             let id = session.id
@@ -72,6 +74,7 @@ public struct SessionStore: Sendable {
                 try db.execute(sql: "UPDATE sessions SET last_seen_at = ? WHERE id = ?", arguments: [now, id])
             }
         }
+        cache.store(session, user, token: token, now: now)
         return (session, user)
     }
 
@@ -87,17 +90,19 @@ public struct SessionStore: Sendable {
 
     /// Revokes one of the user's sessions; false when the user has no live session with that id.
     public func revoke(id: String, userId: Int64) async throws -> Bool {
-        try await database.write { db in
+        let revoked = try await database.write { db in
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
                 arguments: [Date(), id, userId]
             )
             return db.changesCount > 0
         }
+        if revoked { cache.forget(sessionID: id) }
+        return revoked
     }
 
     static func hash(token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data(token.utf8)).hexString
     }
 
     /// 256 random bits, base64url without padding: safe in a header, a cookie and a URL.

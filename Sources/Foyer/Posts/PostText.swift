@@ -7,7 +7,7 @@ enum PostText {
         var paragraph: [Substring] = []
         func flush() {
             guard !paragraph.isEmpty else { return }
-            html += "<p>" + paragraph.map { escape($0) }.joined(separator: "<br>\n") + "</p>\n"
+            html += "<p>" + paragraph.map { HTML.escape($0) }.joined(separator: "<br>\n") + "</p>\n"
             paragraph.removeAll()
         }
         for line in normalized.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -15,22 +15,6 @@ enum PostText {
         }
         flush()
         return html
-    }
-
-    static func escape(_ text: some StringProtocol) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
     }
 
     /// The first words of a post, for lists.

@@ -5,6 +5,20 @@ import Hummingbird
 /// The posts JSON API for native screens and curl: `/api/v1/posts` and the Rails-style `/posts.json` twins.
 struct PostsAPIController {
     let posts: PostRepository
+    /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key.
+    let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
+
+    struct PageKey: Hashable, Sendable {
+        let paging: Paging
+        let base: String
+        let path: String
+    }
+
+    struct EncodedPage: Sendable {
+        let body: ByteBuffer
+        let link: String
+        let total: Int
+    }
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         for collection in ["/api/v1/posts", "/posts.json"] {
@@ -41,12 +55,18 @@ struct PostsAPIController {
     }
 
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let paging = try Paging(request)
-        let page = try await posts.page(paging.page, perPage: paging.perPage)
-        let base = request.baseURL
-        var response = Response.json(page.posts.map { PostJSON($0, baseURL: base) })
-        response.headers[.link] = Self.linkHeader(page, base: base + request.uri.path)
-        response.headers[.xTotalCount] = String(page.total)
+        let key = PageKey(paging: try Paging(request), base: request.baseURL, path: request.uri.path)
+        let encoded = try await encodedPages.value(for: key, generation: posts.generation.current) {
+            let page = try await posts.page(key.paging.page, perPage: key.paging.perPage)
+            return EncodedPage(
+                body: Response.encodeJSON(page.posts.map { PostJSON($0, baseURL: key.base) }),
+                link: Self.linkHeader(page, base: key.base + key.path),
+                total: page.total
+            )
+        }
+        var response = Response.json(encoded: encoded.body)
+        response.headers[.link] = encoded.link
+        response.headers[.xTotalCount] = String(encoded.total)
         return response
     }
 

@@ -6,6 +6,14 @@ import Hummingbird
 struct PostsController {
     let posts: PostRepository
     let views: Views
+    /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks
+    /// but whether anyone is signed in (the "New post" link): keep it that way, or add to the key.
+    let listBodies = GenerationCache<ListKey, String>(capacity: 512)
+
+    struct ListKey: Hashable, Sendable {
+        let paging: Paging
+        let signedIn: Bool
+    }
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         router.get("/posts", use: index)
@@ -20,6 +28,14 @@ struct PostsController {
 
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let paging = try Paging(request)
+        let signedIn = context.identity != nil
+        let body = try await listBodies.value(for: ListKey(paging: paging, signedIn: signedIn), generation: posts.generation.current) {
+            try await renderList(paging, signedIn: signedIn)
+        }
+        return views.page(body: body, title: "Posts", request: request, context: context)
+    }
+
+    private func renderList(_ paging: Paging, signedIn: Bool) async throws -> String {
         let page = try await posts.page(paging.page, perPage: paging.perPage)
         let items: [[String: Any]] = page.posts.map { published in
             [
@@ -30,12 +46,12 @@ struct PostsController {
                 "created_at": Views.timestamp(published.post.createdAt),
             ]
         }
-        var values: [String: Any] = ["title": "Posts", "posts": items, "signed_in": context.identity != nil]
+        var values: [String: Any] = ["posts": items, "signed_in": signedIn]
         if page.hasPrevious { values["previous_page"] = page.number - 1 }
         if page.hasNext { values["next_page"] = page.number + 1 }
         values["page_number"] = page.number
         values["last_page"] = page.lastPage
-        return views.page("posts/index", values, request: request, context: context)
+        return views.render("posts/index", values)
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {

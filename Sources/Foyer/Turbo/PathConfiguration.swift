@@ -67,7 +67,7 @@ public struct PathConfiguration: Sendable {
                 withJSONObject: ["settings": mergedSettings, "rules": mergedRules],
                 options: [.sortedKeys, .withoutEscapingSlashes]
             )
-            let digest = SHA256.hash(data: body).prefix(12).map { String(format: "%02x", $0) }.joined()
+            let digest = SHA256.hash(data: body).prefix(12).hexString
             documents[platform] = Document(body: body, etag: "\"\(digest)\"")
         }
         self.documents = documents

@@ -1,0 +1,43 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Live sessions by presented token, so an authenticated request costs a dictionary lookup instead of a
+/// SHA-256 and two queries. (Keyed by the token itself: it is in this process's memory on every request
+/// anyway; what must never hold usable tokens is the database, which stores only their hashes.) Entries live at most `lifetime` (then the database is asked again, and last_seen_at moves);
+/// a revocation removes its entry at once, so a revoked token stops working on the next request.
+/// One process owns the SQLite file, so no other writer can make an entry stale behind our back.
+final class SessionCache: Sendable {
+    static let lifetime: TimeInterval = 60
+    static let capacity = 10_000
+
+    private struct Entry {
+        let session: AuthSession
+        let user: User
+        let loadedAt: Date
+    }
+
+    private let entries = NIOLockedValueBox([String: Entry]())
+
+    func lookup(token: String, now: Date) -> (AuthSession, User)? {
+        entries.withLockedValue { entries in
+            guard let entry = entries[token], now.timeIntervalSince(entry.loadedAt) < Self.lifetime else { return nil }
+            return (entry.session, entry.user)
+        }
+    }
+
+    func store(_ session: AuthSession, _ user: User, token: String, now: Date) {
+        entries.withLockedValue { entries in
+            // Crude but bounded: a full cache starts over rather than tracking recency on every hit.
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = Entry(session: session, user: user, loadedAt: now)
+        }
+    }
+
+    func forget(sessionID: String) {
+        entries.withLockedValue { entries in
+            if let key = entries.first(where: { $0.value.session.id == sessionID })?.key {
+                entries.removeValue(forKey: key)
+            }
+        }
+    }
+}
