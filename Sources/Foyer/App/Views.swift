@@ -30,7 +30,6 @@ public struct Views: Sendable {
             values["csrf_token"] = identity.session.csrfToken
             values["current_user"] = ["email": identity.user.email]
         }
-        values["native"] = request.isNativeShell
         guard let body = library.render(values, withTemplate: template) else {
             preconditionFailure("template \(template) is not loaded")
         }

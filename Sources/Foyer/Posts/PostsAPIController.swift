@@ -95,20 +95,11 @@ struct PostsAPIController {
     }
 
     private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let published = try await posts.find(id: id) else {
-            throw AppError(.notFound, message: "There is no post \(raw)")
-        }
-        return published
+        try await posts.find(pathID: context.parameters.require("id"))
     }
 
     private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        let identity = try context.requireIdentity()
-        let published = try await find(context)
-        guard published.author.id == identity.userId else {
-            throw AppError(.forbidden, message: "Only the author of a post may change or delete it")
-        }
-        return published
+        try await posts.findOwn(pathID: context.parameters.require("id"), identity: context.identity)
     }
 
     /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.

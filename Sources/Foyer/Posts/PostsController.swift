@@ -140,21 +140,11 @@ struct PostsController {
     }
 
     private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let published = try await posts.find(id: id) else {
-            throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
-        }
-        return published
+        try await posts.find(pathID: context.parameters.require("id"))
     }
 
-    /// The post, when the signed-in user wrote it: 401 when nobody is signed in, 403 for anyone else.
     private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        let identity = try context.requireIdentity()
-        let published = try await find(context)
-        guard published.author.id == identity.userId else {
-            throw AppError(.forbidden, title: "Not your post", message: "Only the author of a post may change or delete it.")
-        }
-        return published
+        try await posts.findOwn(pathID: context.parameters.require("id"), identity: context.identity)
     }
 
     static func formChanges(_ request: Request) async throws -> PostChanges {
