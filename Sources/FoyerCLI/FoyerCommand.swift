@@ -53,6 +53,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (env LOG_LEVEL; default info)")
     var logLevel: String?
 
+    @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the embedded task service)")
+    var graphqlURL: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         var config = FoyerConfig()
@@ -69,6 +72,8 @@ struct Serve: AsyncParsableCommand {
         if let level = (logLevel ?? environment["LOG_LEVEL"]).flatMap({ Logger.Level(rawValue: $0) }) {
             config.logLevel = level
         }
+        config.graphQLURL = graphqlURL ?? environment["FOYER_GRAPHQL_URL"]
+        config.graphQLUpstreamToken = environment["FOYER_GRAPHQL_TOKEN"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]

@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import GRDB
 import HTTPTypes
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// Wiring only: opens what the features need and gives each its routes.
 /// Pass `database` to share one already open (tests do); otherwise the configured file is opened and migrated.
@@ -22,6 +24,17 @@ public func buildApplication(
         try await SamplePosts.seed(into: posts, author: demo)
     }
 
+    var services: [any Service] = []
+    let graphQL: any GraphQLExecutor
+    if let url = config.graphQLURL {
+        let client = RemoteGraphQLExecutor.makeClient()
+        services.append(HTTPClientService(client: client))
+        graphQL = RemoteGraphQLExecutor(url: url, client: client)
+    } else {
+        graphQL = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+    }
+    let upstreamToken = config.graphQLUpstreamToken
+
     let router = Router(context: FoyerRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
     let errors = ErrorMiddleware(views: views)
@@ -39,10 +52,12 @@ public func buildApplication(
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views).addRoutes(to: router)
+    GraphQLController(executor: graphQL, credentials: { _ in UpstreamCredentials(bearerToken: upstreamToken) }).addRoutes(to: router)
 
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
+        services: services,
         logger: logger
     )
 }

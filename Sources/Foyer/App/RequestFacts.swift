@@ -6,7 +6,7 @@ extension Request {
     /// JSON for the API, `.json` paths and clients that ask for JSON over HTML; HTML for everything else.
     var wantsJSON: Bool {
         let path = uri.path
-        if path.hasPrefix("/api/") || path.hasSuffix(".json") { return true }
+        if path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql" { return true }
         let accept = headers[.accept] ?? ""
         return accept.contains("application/json") && !accept.contains("text/html")
     }

@@ -30,6 +30,10 @@ public struct FoyerConfig: Sendable {
     public var passwordHashCost: UInt8 = 12
     public var demoAccount: DemoAccount? = DemoAccount()
     public var logLevel: Logger.Level = .info
+    /// The upstream GraphQL task server; nil runs the embedded task service in-process.
+    public var graphQLURL: String?
+    /// A token attached as `Authorization: Bearer` to every upstream GraphQL call (until Keycloak relays per-user tokens).
+    public var graphQLUpstreamToken: String?
 
     public init() {}
 

@@ -52,6 +52,15 @@ public enum FoyerDatabase {
             }
             try db.create(index: "posts_by_newest", on: "posts", columns: ["created_at", "id"])
         }
+        migrator.registerMigration("v3: tasks of the embedded GraphQL task service") { db in
+            try db.create(table: "tasks") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("title", .text).notNull()
+                t.column("description", .text).notNull()
+                t.column("status", .text).notNull().defaults(to: "OPEN")
+                t.column("version", .integer).notNull().defaults(to: 1)
+            }
+        }
         return migrator
     }
 }

@@ -1,0 +1,94 @@
+import Foundation
+import GraphQL
+import HTTPTypes
+import Hummingbird
+
+/// `/graphql` for signed-in users: POST (any operation) and GET (queries only), run by the configured executor.
+/// Replies and their errors pass through unchanged; our own refusals are GraphQL-shaped too.
+struct GraphQLController {
+    static let maximumBodySize = 1 << 20
+    let executor: any GraphQLExecutor
+    /// The upstream credentials of a caller (for now a configured static token, or none).
+    let credentials: @Sendable (Identity) -> UpstreamCredentials
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.post("/graphql", use: post)
+        router.get("/graphql", use: get)
+    }
+
+    @Sendable func post(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: Self.maximumBodySize)
+        } catch {
+            return Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
+        }
+        let graphQLRequest: GraphQLRequest
+        do {
+            graphQLRequest = try JSONDecoder().decode(GraphQLRequest.self, from: Data(buffer: body))
+        } catch {
+            return Self.refusal(.badRequest, "The body must be JSON like {\"query\": \"…\", \"variables\": {…}}", code: "BAD_REQUEST")
+        }
+        return try await run(graphQLRequest, allowMutations: true, identity: identity)
+    }
+
+    @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let parameters = request.uri.queryParameters
+        guard let query = parameters["query"].map(String.init), !query.isEmpty else {
+            return Self.refusal(.badRequest, "Give the query in ?query=", code: "BAD_REQUEST")
+        }
+        var variables: [String: Map] = [:]
+        if let raw = parameters["variables"].map(String.init), !raw.isEmpty {
+            do {
+                variables = try JSONDecoder().decode([String: Map].self, from: Data(raw.utf8))
+            } catch {
+                return Self.refusal(.badRequest, "?variables= must be a JSON object", code: "BAD_REQUEST")
+            }
+        }
+        let graphQLRequest = GraphQLRequest(query: query, operationName: parameters["operationName"].map(String.init), variables: variables)
+        return try await run(graphQLRequest, allowMutations: false, identity: identity)
+    }
+
+    private func run(_ graphQLRequest: GraphQLRequest, allowMutations: Bool, identity: Identity) async throws -> Response {
+        // Unparseable queries go on: the server that runs them says what is wrong, in its own words.
+        if let document = try? parse(source: graphQLRequest.query) {
+            if let violation = QueryLimits.violation(in: document) {
+                return Self.refusal(.badRequest, violation, code: "QUERY_TOO_COMPLEX")
+            }
+            if !allowMutations, Self.operation(in: document, named: graphQLRequest.operationName) == .mutation {
+                var response = Self.refusal(.methodNotAllowed, "Mutations must be sent with POST", code: "METHOD_NOT_ALLOWED")
+                response.headers[.allow] = "POST"
+                return response
+            }
+        }
+        do {
+            let reply = try await executor.execute(graphQLRequest, credentials: credentials(identity))
+            return Response.json(encoded: reply.body, status: reply.status)
+        } catch let error as GraphQLUpstreamError {
+            var response = Self.refusal(error.status, error.message, code: "UPSTREAM_\(error.status.code)")
+            if error.status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
+            return response
+        }
+    }
+
+    private static func operation(in document: Document, named name: String?) -> OperationType? {
+        let operations = document.definitions.compactMap { $0 as? OperationDefinition }
+        let chosen = name.map { name in operations.first { $0.name?.value == name } } ?? operations.first
+        return chosen?.operation
+    }
+
+    /// `{"errors": [{"message": …, "extensions": {"code": …}}]}` with a status, as GraphQL clients expect.
+    static func refusal(_ status: HTTPResponse.Status, _ message: String, code: String) -> Response {
+        struct Body: Encodable {
+            struct Error: Encodable {
+                let message: String
+                let extensions: [String: String]
+            }
+            let errors: [Error]
+        }
+        return Response.json(Body(errors: [.init(message: message, extensions: ["code": code])]), status: status)
+    }
+}

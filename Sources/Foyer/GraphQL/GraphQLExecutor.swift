@@ -1,0 +1,75 @@
+import Foundation
+import GraphQL
+import HTTPTypes
+import NIOCore
+
+/// One way to run GraphQL for a caller, two implementations: the embedded task service, or the configured
+/// upstream server. Replies are JSON bytes exactly as produced, so the proxy can pass errors through untouched.
+protocol GraphQLExecutor: Sendable {
+    func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply
+}
+
+/// What the upstream should see of the caller: the bearer token to attach, if any.
+struct UpstreamCredentials: Sendable {
+    var bearerToken: String?
+}
+
+struct GraphQLReply: Sendable {
+    var status: HTTPResponse.Status
+    var body: ByteBuffer
+
+    /// The reply decoded, for typed callers (the task pages).
+    func result() throws -> GraphQLResult {
+        try JSONDecoder().decode(GraphQLResult.self, from: Data(buffer: body))
+    }
+}
+
+/// The upstream could not give an answer; each case has the status and words the client gets.
+enum GraphQLUpstreamError: Error {
+    case unreachable(String)
+    case timedOut
+    /// `403 Access denied`, or a redirect to a login page: the upstream no longer accepts our credentials.
+    case sessionExpired
+    case invalidReply(String)
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .unreachable, .invalidReply: .badGateway
+        case .timedOut: .gatewayTimeout
+        case .sessionExpired: .unauthorized
+        }
+    }
+
+    var message: String {
+        switch self {
+        case .unreachable(let reason): "The GraphQL server cannot be reached: \(reason)"
+        case .timedOut: "The GraphQL server did not answer in time"
+        case .sessionExpired: "The upstream session expired: sign in again"
+        case .invalidReply(let reason): "The GraphQL server gave an answer that is not GraphQL: \(reason)"
+        }
+    }
+}
+
+/// Runs the showcase task schema in-process: the default when no upstream is configured.
+struct EmbeddedGraphQLExecutor: GraphQLExecutor {
+    let schema: GraphQLSchema
+
+    init(store: EmbeddedTaskStore) throws {
+        schema = try EmbeddedTaskSchema.make(store: store)
+    }
+
+    func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        let result: GraphQLResult
+        do {
+            result = try await graphql(
+                schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
+            )
+        } catch let error as GraphQLError {
+            // Syntax errors are thrown rather than returned; clients expect them in `errors` all the same.
+            result = GraphQLResult(errors: [error])
+        }
+        // GraphQL over HTTP: a request that could not run at all (no data) is a 400.
+        let status: HTTPResponse.Status = result.data == nil && !result.errors.isEmpty ? .badRequest : .ok
+        return GraphQLReply(status: status, body: ByteBuffer(bytes: try JSONEncoder().encode(result)))
+    }
+}
