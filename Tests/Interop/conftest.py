@@ -14,6 +14,50 @@ DEMO_EMAIL = "demo@foyer.test"
 DEMO_PASSWORD = "interop password"
 
 
+def wait_until_listening(port: int, process: subprocess.Popen, log_path: pathlib.Path, what: str):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited at start:\n{log_path.read_text()}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"{what} did not listen on {port} within 30 s:\n{log_path.read_text()}")
+
+
+class TaskServer:
+    """The ariadne showcase task server (Tests/Interop/peers), in its own venv. Can be stopped and started again."""
+
+    def __init__(self, workdir: pathlib.Path, token: str, on_denied: str = "forbidden"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.token = token
+        self.workdir = workdir
+        self.env = dict(os.environ, TASK_SERVER_TOKEN=token, TASK_SERVER_ON_DENIED=on_denied)
+        self.process = None
+        self.start()
+
+    def start(self):
+        python = REPO / ".venv-peers/bin/python"
+        if not python.exists():
+            pytest.exit("no .venv-peers: scripts/test installs the GraphQL task server peer", returncode=2)
+        log_path = self.workdir / f"task-server-{self.port}.log"
+        self.log = open(log_path, "a")
+        self.process = subprocess.Popen(
+            [str(python), str(REPO / "Tests/Interop/peers/task_server.py"), str(self.port)],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until_listening(self.port, self.process, log_path, "the task server")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+        self.log.close()
+
+
 def foyer_binary() -> str:
     binary = os.environ.get("FOYER_BINARY") or str(REPO / ".build/debug/foyer")
     if not os.access(binary, os.X_OK):
@@ -28,7 +72,7 @@ def free_port() -> int:
 
 
 class RunningServer:
-    def __init__(self, workdir: pathlib.Path, extra_env=None):
+    def __init__(self, workdir: pathlib.Path, extra_env=None, extra_args=()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database = workdir / "foyer.sqlite"
@@ -36,7 +80,7 @@ class RunningServer:
         env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, **(extra_env or {}))
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [foyer_binary(), "serve", "--port", str(self.port), "--database", str(self.database), "--root", str(REPO)],
+            [foyer_binary(), "serve", "--port", str(self.port), "--database", str(self.database), "--root", str(REPO), *extra_args],
             env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
@@ -64,6 +108,24 @@ class RunningServer:
                 self.process.wait()
         self.log.close()
         return self.process.returncode
+
+
+@pytest.fixture(scope="session")
+def task_server(tmp_path_factory):
+    peer = TaskServer(tmp_path_factory.mktemp("task-server"), token="upstream-secret")
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="session")
+def upstream_foyer(tmp_path_factory, task_server):
+    """Foyer proxying to the real task server, with the token it expects."""
+    running = RunningServer(
+        tmp_path_factory.mktemp("foyer-upstream"), extra_env={"FOYER_GRAPHQL_TOKEN": task_server.token},
+        extra_args=["--graphql-url", task_server.url],
+    )
+    yield running
+    running.stop()
 
 
 @pytest.fixture(scope="session")

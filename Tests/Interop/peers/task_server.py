@@ -1,0 +1,93 @@
+"""The AeroGear DataSync showcase task server, in ariadne: the real GraphQL upstream Foyer's tests proxy to.
+
+Run: python task_server.py PORT
+Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer <it>`
+     TASK_SERVER_ON_DENIED `forbidden` (default: 403 "Access denied", as keycloak-connect answers) or
+                           `redirect` (302 to a Keycloak login page, as the other keycloak-connect setting does)
+"""
+import os
+import sys
+
+import uvicorn
+from ariadne import EnumType, MutationType, QueryType, make_executable_schema
+from ariadne.asgi import GraphQL
+from graphql import GraphQLError
+
+TYPE_DEFS = """
+type Task { id: ID!  version: Int  title: String!  description: String!  status: TaskStatus }
+enum TaskStatus { OPEN ASSIGNED COMPLETE }
+type Query { allTasks(first: Int, after: String): [Task]  getTask(id: ID!): Task }
+type Mutation {
+  createTask(title: String!, description: String!, status: TaskStatus): Task
+  updateTask(id: ID!, title: String, description: String, version: Int!, status: TaskStatus): Task
+  deleteTask(id: ID!): ID
+}
+"""
+
+tasks: dict[str, dict] = {}
+last_id = 0
+query, mutation = QueryType(), MutationType()
+
+
+@query.field("allTasks")
+def all_tasks(_, info, first=None, after=None):
+    ordered = sorted(tasks.values(), key=lambda task: int(task["id"]))
+    offset = int(after) if after else 0
+    return ordered[offset:] if first is None else ordered[offset:offset + first]
+
+
+@query.field("getTask")
+def get_task(_, info, id):
+    return tasks.get(id)
+
+
+@mutation.field("createTask")
+def create_task(_, info, title, description, status="OPEN"):
+    global last_id
+    last_id += 1
+    task = {"id": str(last_id), "version": 1, "title": title, "description": description, "status": status or "OPEN"}
+    tasks[task["id"]] = task
+    return task
+
+
+@mutation.field("updateTask")
+def update_task(_, info, id, version, **changes):
+    task = tasks.get(id)
+    if task is None:
+        return None
+    if task["version"] != version:
+        client_state = {"id": id, "version": version, **changes}
+        raise GraphQLError("OffixConflict", extensions={"exception": {"conflictInfo": {"serverState": dict(task), "clientState": client_state}}})
+    task.update({key: value for key, value in changes.items() if value is not None})
+    task["version"] += 1
+    return task
+
+
+@mutation.field("deleteTask")
+def delete_task(_, info, id):
+    return id if tasks.pop(id, None) else None
+
+
+schema = make_executable_schema(TYPE_DEFS, query, mutation, EnumType("TaskStatus", {"OPEN": "OPEN", "ASSIGNED": "ASSIGNED", "COMPLETE": "COMPLETE"}))
+graphql_app = GraphQL(schema)
+
+
+async def app(scope, receive, send):
+    """keycloak-connect in front of the server: no valid bearer, no GraphQL."""
+    token = os.environ.get("TASK_SERVER_TOKEN")
+    if scope["type"] == "http" and token:
+        authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
+        if authorization != f"Bearer {token}":
+            if os.environ.get("TASK_SERVER_ON_DENIED") == "redirect":
+                location = b"http://127.0.0.1/auth/realms/showcase/protocol/openid-connect/auth?client_id=sync"
+                await send({"type": "http.response.start", "status": 302, "headers": [(b"location", location), (b"content-length", b"0")]})
+                await send({"type": "http.response.body", "body": b""})
+            else:
+                await send({"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"Access denied"})
+            return
+    await graphql_app(scope, receive, send)
+
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
