@@ -52,7 +52,9 @@ public func buildApplication(
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views).addRoutes(to: router)
-    GraphQLController(executor: graphQL, credentials: { _ in UpstreamCredentials(bearerToken: upstreamToken) }).addRoutes(to: router)
+    let upstreamCredentials: @Sendable (Identity) -> UpstreamCredentials = { _ in UpstreamCredentials(bearerToken: upstreamToken) }
+    GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
+    TasksController(tasks: TaskClient(executor: graphQL), views: views, credentials: upstreamCredentials).addRoutes(to: router)
 
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),

@@ -19,7 +19,8 @@ struct ErrorMiddleware: RouterMiddleware {
     }
 
     func response(for error: any Error, request: Request, context: Context) -> Response {
-        if error is AuthenticationRequired {
+        // The upstream no longer takes our credentials: to the client that is "sign in again", like no session.
+        if error is AuthenticationRequired || (error as? GraphQLUpstreamError).map({ if case .sessionExpired = $0 { true } else { false } }) == true {
             if request.wantsJSON {
                 var response = Response.json(["error": "Sign in first: send Authorization: Bearer <token> or the session cookie"], status: .unauthorized)
                 response.headers[.wwwAuthenticate] = "Bearer"
@@ -62,6 +63,10 @@ struct ErrorMiddleware: RouterMiddleware {
             return (error.status, error.status.reasonPhrase, message)
         case let error as any HTTPResponseError:
             return (error.status, error.status.reasonPhrase, defaultMessage(error.status))
+        case let error as GraphQLUpstreamError:
+            return (error.status, "Tasks are unavailable", error.message)
+        case let error as TaskOperationFailed:
+            return (.badGateway, "The task server refused", "The task server answered: \(error.description)")
         case let error as ValidationFailed:
             return (.unprocessableContent, "Unprocessable Content", error.fullMessages.joined(separator: " "))
         case is DecodingError:

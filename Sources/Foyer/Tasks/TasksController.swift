@@ -1,0 +1,200 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Task pages for signed-in users. Tasks live in the GraphQL task server; every read and write goes through
+/// TaskClient with the caller's upstream credentials.
+struct TasksController {
+    static let perPage = 20
+    let tasks: TaskClient
+    let views: Views
+    let credentials: @Sendable (Identity) -> UpstreamCredentials
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.get("/tasks", use: index)
+        router.get("/tasks.json", use: indexJSON)
+        router.get("/tasks/new", use: new)
+        router.post("/tasks", use: create)
+        router.get("/tasks/{id}", use: show)
+        router.get("/tasks/{id}/edit", use: edit)
+        router.patch("/tasks/{id}", use: update)
+        router.put("/tasks/{id}", use: update)
+        router.post("/tasks/{id}/status", use: changeStatus)
+        router.delete("/tasks/{id}", use: destroy)
+    }
+
+    @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let paging = try Paging(request, defaultPerPage: Self.perPage)
+        // One more than a page tells whether there is a next one.
+        var items = try await tasks.list(first: paging.perPage + 1, after: (paging.page - 1) * paging.perPage, credentials: credentials(identity))
+        let hasNext = items.count > paging.perPage
+        items = Array(items.prefix(paging.perPage))
+        var values: [String: Any] = ["title": "Tasks", "tasks": items.map(Self.row), "page_number": paging.page]
+        if paging.page > 1 { values["previous_page"] = paging.page - 1 }
+        if hasNext { values["next_page"] = paging.page + 1 }
+        return views.page("tasks/index", values, request: request, context: context)
+    }
+
+    @Sendable func indexJSON(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let paging = try Paging(request, defaultPerPage: Self.perPage)
+        let items = try await tasks.list(first: paging.perPage, after: (paging.page - 1) * paging.perPage, credentials: credentials(identity))
+        return .json(items)
+    }
+
+    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let task = try await find(context)
+        return views.page("tasks/show", ["title": task.title, "task": Self.row(task)], request: request, context: context)
+    }
+
+    @Sendable func new(request: Request, context: FoyerRequestContext) async throws -> Response {
+        _ = try context.requireIdentity()
+        return form(request: request, context: context, fields: TaskFields(title: "", description: "", status: "OPEN"), task: nil)
+    }
+
+    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let fields = try await TaskFields.read(request)
+        if let errors = fields.errors {
+            return form(request: request, context: context, fields: fields, task: nil, errors: errors, status: .unprocessableContent)
+        }
+        let task = try await tasks.create(title: fields.title, description: fields.description, status: fields.status, credentials: credentials(identity))
+        return .afterSubmit(request, redirectTo: "/tasks/\(task.id)", native: .refresh)
+    }
+
+    @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let task = try await find(context)
+        let fields = TaskFields(title: task.title, description: task.description, status: task.status ?? "OPEN", version: task.version)
+        return form(request: request, context: context, fields: fields, task: task)
+    }
+
+    /// Sends the version the form was rendered with; a stale one is a 409 page with both versions.
+    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id")
+        let fields = try await TaskFields.read(request)
+        let current = TaskItem(id: id, version: fields.version, title: fields.title, description: fields.description, status: fields.status)
+        if let errors = fields.errors {
+            return form(request: request, context: context, fields: fields, task: current, errors: errors, status: .unprocessableContent)
+        }
+        do {
+            guard try await tasks.update(
+                id, version: fields.version ?? 0, title: fields.title, description: fields.description, status: fields.status,
+                credentials: credentials(identity)
+            ) != nil else { throw Self.notFound(id) }
+        } catch let conflict as TaskConflict {
+            return conflictPage(request: request, context: context, server: conflict.server, mine: current)
+        }
+        return .afterSubmit(request, redirectTo: "/tasks/\(id)", native: .refresh)
+    }
+
+    /// The list's status buttons: only the status changes, at the version the list showed.
+    @Sendable func changeStatus(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id")
+        var request = request
+        let form = try await request.formFields()
+        guard let status = form["status"], TaskItem.statuses.contains(status), let version = form["version"].flatMap(Int.init) else {
+            throw AppError(.unprocessableContent, message: "Send a status (OPEN, ASSIGNED or COMPLETE) and the version you saw.")
+        }
+        do {
+            guard try await tasks.update(id, version: version, title: nil, description: nil, status: status, credentials: credentials(identity)) != nil
+            else { throw Self.notFound(id) }
+        } catch let conflict as TaskConflict {
+            let mine = TaskItem(id: id, version: version, title: conflict.server.title, description: conflict.server.description, status: status)
+            return conflictPage(request: request, context: context, server: conflict.server, mine: mine)
+        }
+        return .seeOther("/tasks")
+    }
+
+    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id")
+        guard try await tasks.delete(id: id, credentials: credentials(identity)) else { throw Self.notFound(id) }
+        return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
+    }
+
+    private func find(_ context: FoyerRequestContext) async throws -> TaskItem {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id")
+        guard let task = try await tasks.get(id: id, credentials: credentials(identity)) else { throw Self.notFound(id) }
+        return task
+    }
+
+    private func form(
+        request: Request, context: FoyerRequestContext, fields: TaskFields, task: TaskItem?,
+        errors: [String] = [], status: HTTPResponse.Status = .ok
+    ) -> Response {
+        var values: [String: Any] = [
+            "title": task == nil ? "New task" : "Edit task",
+            "form_page": true,
+            "form": fields.values(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil),
+        ]
+        if !errors.isEmpty {
+            values["has_errors"] = true
+            values["errors"] = errors
+        }
+        return views.page(task == nil ? "tasks/new" : "tasks/edit", values, request: request, context: context, status: status)
+    }
+
+    /// 409: what the server has now beside what was sent, and the form again at the server's version,
+    /// so submitting it once more applies the user's changes on top of the latest.
+    private func conflictPage(request: Request, context: FoyerRequestContext, server: TaskItem, mine: TaskItem) -> Response {
+        let retry = TaskFields(title: mine.title, description: mine.description, status: mine.status ?? "OPEN", version: server.version)
+        return views.page(
+            "tasks/conflict",
+            [
+                "title": "Someone changed this task", "form_page": true,
+                "server": Self.row(server), "mine": Self.row(mine),
+                "form": retry.values(action: "/tasks/\(server.id)", editing: true),
+            ],
+            request: request, context: context, status: .conflict
+        )
+    }
+
+    static func notFound(_ id: String) -> AppError {
+        AppError(.notFound, title: "Task not found", message: "There is no task \(id). It may have been deleted.")
+    }
+
+    static func row(_ task: TaskItem) -> [String: Any] {
+        let status = task.status ?? "OPEN"
+        return [
+            "id": task.id, "title": task.title, "description": task.description, "status": status,
+            "version": task.version ?? 0, "status_label": status.capitalized,
+            // The status buttons offer the other two statuses.
+            "other_statuses": TaskItem.statuses.filter { $0 != status }.map { ["value": $0, "label": $0.capitalized] },
+        ]
+    }
+}
+
+/// The task form's fields, read from a urlencoded body and checked before anything is sent upstream.
+struct TaskFields {
+    var title: String
+    var description: String
+    var status: String
+    var version: Int?
+
+    static func read(_ request: Request) async throws -> TaskFields {
+        var request = request
+        let form = try await request.formFields()
+        return TaskFields(
+            title: form["title"] ?? "", description: form["description"] ?? "", status: form["status"] ?? "OPEN",
+            version: form["version"].flatMap(Int.init)
+        )
+    }
+
+    var errors: [String]? {
+        var errors: [String] = []
+        if PostChanges.isBlank(title) { errors.append("Title can't be blank") }
+        if !TaskItem.statuses.contains(status) { errors.append("Status must be one of \(TaskItem.statuses.joined(separator: ", "))") }
+        return errors.isEmpty ? nil : errors
+    }
+
+    func values(action: String, editing: Bool) -> [String: Any] {
+        [
+            "action": action, "editing": editing, "title": title, "description": description, "version": version ?? 0,
+            "statuses": TaskItem.statuses.map { ["value": $0, "label": $0.capitalized, "selected": $0 == status] },
+        ]
+    }
+}
