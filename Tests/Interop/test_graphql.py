@@ -1,6 +1,7 @@
 """/graphql against a real upstream (the ariadne task server) and the embedded default, with real clients."""
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -113,3 +114,38 @@ def test_upstream_down_is_a_502_and_back_without_restarting_foyer(upstream_foyer
         task_server.start()
     status, body = post(upstream_foyer.url + "/graphql", query, token)
     assert status == 200, body
+
+
+def form_post(url: str, fields: dict, token: str) -> tuple[int, str, str | None]:
+    """A form submission with a Bearer token (no CSRF: a cross-site page cannot set that header). Redirects are not followed."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    request = urllib.request.Request(
+        url, method="POST", data=urllib.parse.urlencode(fields).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/x-www-form-urlencoded", "Accept": "text/html"},
+    )
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=40) as response:
+            return response.status, response.read().decode(), response.headers.get("Location")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), error.headers.get("Location")
+
+
+def test_task_pages_work_against_the_real_upstream(upstream_foyer):
+    token = session_token(upstream_foyer)
+    status, _, location = form_post(upstream_foyer.url + "/tasks", {"title": "Paged", "description": "through pages", "status": "OPEN"}, token)
+    assert status == 303 and location.startswith("/tasks/")
+    task_id = location.rsplit("/", 1)[1]
+
+    request = urllib.request.Request(upstream_foyer.url + "/tasks.json", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=40) as response:
+        listed = json.load(response)
+    assert {"id": task_id, "version": 1, "title": "Paged", "description": "through pages", "status": "OPEN"} in listed
+
+    fields = {"_method": "patch", "version": "1", "title": "Theirs", "description": "d", "status": "ASSIGNED"}
+    assert form_post(upstream_foyer.url + location, fields, token)[0] == 303
+    status, body, _ = form_post(upstream_foyer.url + location, {**fields, "title": "Mine"}, token)
+    assert status == 409, "the upstream's OffixConflict becomes the conflict page"
+    assert "Theirs" in body and "Mine" in body and 'name="version" value="2"' in body

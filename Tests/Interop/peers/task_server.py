@@ -9,7 +9,7 @@ import os
 import sys
 
 import uvicorn
-from ariadne import EnumType, MutationType, QueryType, make_executable_schema
+from ariadne import MutationType, QueryType, make_executable_schema
 from ariadne.asgi import GraphQL
 from graphql import GraphQLError
 
@@ -68,7 +68,11 @@ def delete_task(_, info, id):
     return id if tasks.pop(id, None) else None
 
 
-schema = make_executable_schema(TYPE_DEFS, query, mutation, EnumType("TaskStatus", {"OPEN": "OPEN", "ASSIGNED": "ASSIGNED", "COMPLETE": "COMPLETE"}))
+schema = make_executable_schema(TYPE_DEFS, query, mutation)
+# ariadne 1.1.1 patches every enum's parse_value (an instance attribute taking one argument) to repair enum
+# defaults; graphql-core 3.2.14 calls it with two, so enum *variables* fail ("takes 1 positional argument but
+# 2 were given"). TaskStatus has no defaults to repair: drop the patch and let the class's own method apply.
+vars(schema.type_map["TaskStatus"]).pop("parse_value", None)
 graphql_app = GraphQL(schema)
 
 
