@@ -53,8 +53,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (env LOG_LEVEL; default info)")
     var logLevel: String?
 
-    @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the embedded task service)")
+    @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the sync-app of --mobile-services, else the embedded task service)")
     var graphqlURL: String?
+
+    @Option(help: "An AeroGear mobile-services.json naming the upstreams (env FOYER_MOBILE_SERVICES)")
+    var mobileServices: String?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -74,6 +77,7 @@ struct Serve: AsyncParsableCommand {
         }
         config.graphQLURL = graphqlURL ?? environment["FOYER_GRAPHQL_URL"]
         config.graphQLUpstreamToken = environment["FOYER_GRAPHQL_TOKEN"]
+        config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]

@@ -58,3 +58,14 @@ def test_broken_path_configuration_stops_start_up_with_a_message(tmp_path):
     )
     assert started.returncode != 0
     assert '"(unclosed" is not a valid regular expression' in started.stderr
+
+
+def test_broken_mobile_services_file_stops_start_up_with_a_message(tmp_path):
+    broken = tmp_path / "mobile-services.json"
+    broken.write_text('{"version": 1, "services": [{"type": "sync-app"}]}')
+    started = subprocess.run(
+        [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), "--mobile-services", str(broken)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert started.returncode != 0
+    assert "services[0] (sync-app) needs a url" in started.stderr

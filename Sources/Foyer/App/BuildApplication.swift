@@ -24,9 +24,10 @@ public func buildApplication(
         try await SamplePosts.seed(into: posts, author: demo)
     }
 
+    let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     var services: [any Service] = []
     let graphQL: any GraphQLExecutor
-    if let url = config.graphQLURL {
+    if let url = config.graphQLURL ?? mobileServices?.syncApp?.url {
         let client = RemoteGraphQLExecutor.makeClient()
         services.append(HTTPClientService(client: client))
         graphQL = RemoteGraphQLExecutor(url: url, client: client)
@@ -46,6 +47,7 @@ public func buildApplication(
     HealthController(database: database).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
+    if let mobileServices { MobileServicesController(services: mobileServices).addRoutes(to: router) }
     HistoricalLocationController(views: views).addRoutes(to: router)
     SessionsAPIController(signIn: signIn).addRoutes(to: router)
     WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
