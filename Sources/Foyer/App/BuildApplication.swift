@@ -56,7 +56,8 @@ public func buildApplication(
     PostsController(posts: posts, views: views).addRoutes(to: router)
     let upstreamCredentials: @Sendable (Identity) -> UpstreamCredentials = { _ in UpstreamCredentials(bearerToken: upstreamToken) }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
-    TasksController(tasks: TaskClient(executor: graphQL), views: views, credentials: upstreamCredentials).addRoutes(to: router)
+    let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
+    TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials).addRoutes(to: router)
 
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import GraphQL
 import HTTPTypes
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
@@ -12,6 +13,24 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
 
     let url: String
     let client: HTTPClient
+    let health = UpstreamHealth()
+
+    /// After the upstream fails to answer, calls fail at once for `cooldown` instead of each waiting out the
+    /// connection retries (seconds). Then the next call tries again, so service resumes by itself.
+    final class UpstreamHealth: Sendable {
+        static let cooldown: TimeInterval = 3
+        private let failedAt = NIOLockedValueBox<Date?>(nil)
+
+        func recentFailure(now: Date = Date()) -> TimeInterval? {
+            failedAt.withLockedValue { failedAt in
+                guard let failedAt, now.timeIntervalSince(failedAt) < Self.cooldown else { return nil }
+                return now.timeIntervalSince(failedAt)
+            }
+        }
+
+        func recordFailure() { failedAt.withLockedValue { $0 = Date() } }
+        func recordSuccess() { failedAt.withLockedValue { $0 = nil } }
+    }
 
     /// Redirects are not followed: a 302 from the upstream means "log in again", not "look over there".
     /// The default pool of 8 connections per host is too few for a busy BFF.
@@ -22,6 +41,9 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        if let ago = health.recentFailure() {
+            throw GraphQLUpstreamError.unreachable("it did not answer \(Int(ago.rounded())) s ago; trying again in a moment")
+        }
         var outbound = HTTPClientRequest(url: url)
         outbound.method = .POST
         outbound.headers.add(name: "Content-Type", value: "application/json")
@@ -35,10 +57,13 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         do {
             response = try await client.execute(outbound, timeout: Self.timeout)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            health.recordFailure()
             throw GraphQLUpstreamError.timedOut
         } catch {
+            health.recordFailure()
             throw GraphQLUpstreamError.unreachable(String(describing: error))
         }
+        health.recordSuccess()
         // A redirect is the upstream sending us to its login page: our credentials are no good there any more.
         if (300..<400).contains(response.status.code) { throw GraphQLUpstreamError.sessionExpired }
         if response.status == .forbidden || response.status == .unauthorized { throw GraphQLUpstreamError.sessionExpired }

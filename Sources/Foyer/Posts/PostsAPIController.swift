@@ -153,6 +153,7 @@ struct PostsAPIController {
 extension HTTPField.Name {
     static let xTotalCount = HTTPField.Name("X-Total-Count")!
     static let link = HTTPField.Name("Link")!
+    static let xOfflineCopyFrom = HTTPField.Name("X-Offline-Copy-From")!
 }
 
 extension Request {

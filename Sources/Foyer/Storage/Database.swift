@@ -61,6 +61,15 @@ public enum FoyerDatabase {
                 t.column("version", .integer).notNull().defaults(to: 1)
             }
         }
+        migrator.registerMigration("v4: offline copies of task reads") { db in
+            try db.create(table: "task_cache") { t in
+                t.column("user_id", .integer).notNull().references("users", onDelete: .cascade)
+                t.column("key", .text).notNull()
+                t.column("body", .blob).notNull()
+                t.column("cached_at", .datetime).notNull()
+                t.primaryKey(["user_id", "key"])
+            }
+        }
         return migrator
     }
 }

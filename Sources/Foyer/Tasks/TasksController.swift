@@ -6,7 +6,7 @@ import Hummingbird
 /// TaskClient with the caller's upstream credentials.
 struct TasksController {
     static let perPage = 20
-    let tasks: TaskClient
+    let tasks: TaskRepository
     let views: Views
     let credentials: @Sendable (Identity) -> UpstreamCredentials
 
@@ -27,10 +27,13 @@ struct TasksController {
         let identity = try context.requireIdentity()
         let paging = try Paging(request, defaultPerPage: Self.perPage)
         // One more than a page tells whether there is a next one.
-        var items = try await tasks.list(first: paging.perPage + 1, after: (paging.page - 1) * paging.perPage, credentials: credentials(identity))
-        let hasNext = items.count > paging.perPage
-        items = Array(items.prefix(paging.perPage))
+        let read = try await tasks.list(
+            first: paging.perPage + 1, after: (paging.page - 1) * paging.perPage, for: identity, credentials: credentials(identity)
+        )
+        let hasNext = read.value.count > paging.perPage
+        let items = Array(read.value.prefix(paging.perPage))
         var values: [String: Any] = ["title": "Tasks", "tasks": items.map(Self.row), "page_number": paging.page]
+        values["offline_since"] = read.offlineCopyFrom.map(Self.clockTime)
         if paging.page > 1 { values["previous_page"] = paging.page - 1 }
         if hasNext { values["next_page"] = paging.page + 1 }
         return views.page("tasks/index", values, request: request, context: context)
@@ -39,13 +42,18 @@ struct TasksController {
     @Sendable func indexJSON(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let paging = try Paging(request, defaultPerPage: Self.perPage)
-        let items = try await tasks.list(first: paging.perPage, after: (paging.page - 1) * paging.perPage, credentials: credentials(identity))
-        return .json(items)
+        let read = try await tasks.list(first: paging.perPage, after: (paging.page - 1) * paging.perPage, for: identity, credentials: credentials(identity))
+        var response = Response.json(read.value)
+        // Native screens can show their own offline banner from this.
+        if let copy = read.offlineCopyFrom { response.headers[.xOfflineCopyFrom] = copy.formatted(.iso8601) }
+        return response
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let task = try await find(context)
-        return views.page("tasks/show", ["title": task.title, "task": Self.row(task)], request: request, context: context)
+        let (task, offlineCopyFrom) = try await find(context)
+        var values: [String: Any] = ["title": task.title, "task": Self.row(task)]
+        values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
+        return views.page("tasks/show", values, request: request, context: context)
     }
 
     @Sendable func new(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -64,7 +72,7 @@ struct TasksController {
     }
 
     @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let task = try await find(context)
+        let (task, _) = try await find(context)
         let fields = TaskFields(title: task.title, description: task.description, status: task.status ?? "OPEN", version: task.version)
         return form(request: request, context: context, fields: fields, task: task)
     }
@@ -111,15 +119,23 @@ struct TasksController {
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
-        guard try await tasks.delete(id: id, credentials: credentials(identity)) else { throw Self.notFound(id) }
+        guard try await tasks.delete(id: id, for: identity, credentials: credentials(identity)) else { throw Self.notFound(id) }
         return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
     }
 
-    private func find(_ context: FoyerRequestContext) async throws -> TaskItem {
+    /// The task and, when the server was unreachable, the time of the offline copy shown instead.
+    private func find(_ context: FoyerRequestContext) async throws -> (TaskItem, Date?) {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
-        guard let task = try await tasks.get(id: id, credentials: credentials(identity)) else { throw Self.notFound(id) }
-        return task
+        let read = try await tasks.get(id: id, for: identity, credentials: credentials(identity))
+        guard let task = read.value else { throw Self.notFound(id) }
+        return (task, read.offlineCopyFrom)
+    }
+
+    /// "16:34 UTC": when the offline copy was made.
+    static func clockTime(_ date: Date) -> String {
+        let components = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: date)
+        return String(format: "%02d:%02d UTC", components.hour ?? 0, components.minute ?? 0)
     }
 
     private func form(

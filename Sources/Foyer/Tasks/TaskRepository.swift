@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+
+/// Tasks as the pages see them: live from the GraphQL server when it answers, and otherwise the last good
+/// answer, kept per user in SQLite. Writes go to the server only: while it is unreachable they fail with a 503
+/// and change nothing. Every read tries the server first, so pages are live again as soon as it is back.
+struct TaskRepository: Sendable {
+    let client: TaskClient
+    let database: any DatabaseWriter
+
+    /// A value and, when it came from the offline copy, when that copy was made.
+    struct Read<Value: Sendable>: Sendable {
+        let value: Value
+        let offlineCopyFrom: Date?
+    }
+
+    func list(first: Int, after: Int, for identity: Identity, credentials: UpstreamCredentials) async throws -> Read<[TaskItem]> {
+        try await read(key: "list:\(first):\(after)", userId: identity.userId) {
+            try await client.list(first: first, after: after, credentials: credentials)
+        }
+    }
+
+    func get(id: String, for identity: Identity, credentials: UpstreamCredentials) async throws -> Read<TaskItem?> {
+        try await read(key: "task:\(id)", userId: identity.userId) {
+            try await client.get(id: id, credentials: credentials)
+        }
+    }
+
+    func create(title: String, description: String, status: String, credentials: UpstreamCredentials) async throws -> TaskItem {
+        try await write { try await client.create(title: title, description: description, status: status, credentials: credentials) }
+    }
+
+    func update(
+        _ id: String, version: Int, title: String?, description: String?, status: String?, credentials: UpstreamCredentials
+    ) async throws -> TaskItem? {
+        try await write {
+            try await client.update(id, version: version, title: title, description: description, status: status, credentials: credentials)
+        }
+    }
+
+    func delete(id: String, for identity: Identity, credentials: UpstreamCredentials) async throws -> Bool {
+        let deleted = try await write { try await client.delete(id: id, credentials: credentials) }
+        let userId = identity.userId
+        // A deleted task must not come back from the offline copy.
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM task_cache WHERE user_id = ? AND key = ?", arguments: [userId, "task:\(id)"])
+        }
+        return deleted
+    }
+
+    private func read<Value: Codable & Sendable>(key: String, userId: Int64, live: () async throws -> Value) async throws -> Read<Value> {
+        do {
+            let value = try await live()
+            let body = try JSONEncoder().encode(value)
+            try await database.write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO task_cache (user_id, key, body, cached_at) VALUES (?, ?, ?, ?)",
+                    arguments: [userId, key, body, Date()]
+                )
+            }
+            return Read(value: value, offlineCopyFrom: nil)
+        } catch let error as GraphQLUpstreamError where error.meansUnreachable {
+            let copy = try await database.read { db -> (body: Data, cachedAt: Date)? in
+                try Row.fetchOne(db, sql: "SELECT body, cached_at FROM task_cache WHERE user_id = ? AND key = ?", arguments: [userId, key])
+                    .map { ($0["body"], $0["cached_at"]) }
+            }
+            guard let copy, let value = try? JSONDecoder().decode(Value.self, from: copy.body) else { throw error }
+            return Read(value: value, offlineCopyFrom: copy.cachedAt)
+        }
+    }
+
+    private func write<Value: Sendable>(_ operation: () async throws -> Value) async throws -> Value {
+        do {
+            return try await operation()
+        } catch let error as GraphQLUpstreamError where error.meansUnreachable {
+            throw AppError(
+                .serviceUnavailable, title: "Tasks are offline",
+                message: "The task server cannot be reached, so nothing was changed. Try again in a moment. (\(error.message))"
+            )
+        }
+    }
+}
+
+extension GraphQLUpstreamError {
+    /// Down, slow or garbled: worth serving the offline copy. An expired session is not: that needs a sign-in.
+    var meansUnreachable: Bool {
+        switch self {
+        case .unreachable, .timedOut, .invalidReply: true
+        case .sessionExpired: false
+        }
+    }
+}

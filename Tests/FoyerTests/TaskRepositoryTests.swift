@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+import GraphQL
+import NIOConcurrencyHelpers
+import Testing
+
+@testable import Foyer
+
+/// The embedded executor behind a switch: off, it fails like an upstream nobody answers at.
+final class SwitchableExecutor: GraphQLExecutor {
+    let embedded: EmbeddedGraphQLExecutor
+    private let reachable = NIOLockedValueBox(true)
+
+    init(database: any DatabaseWriter) throws {
+        embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+    }
+
+    func set(reachable: Bool) { self.reachable.withLockedValue { $0 = reachable } }
+
+    func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        guard reachable.withLockedValue({ $0 }) else { throw GraphQLUpstreamError.unreachable("connection refused") }
+        return try await embedded.execute(request, credentials: credentials)
+    }
+}
+
+@Suite struct TaskRepositoryTests {
+    func setUp() async throws -> (TaskRepository, SwitchableExecutor, Identity, any DatabaseWriter) {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
+        let (session, token) = try await SessionStore(database: database).create(for: user, userAgent: nil, ipAddress: nil)
+        let executor = try SwitchableExecutor(database: database)
+        let repository = TaskRepository(client: TaskClient(executor: executor), database: database)
+        return (repository, executor, Identity(user: user, session: session, credential: .bearer, token: token), database)
+    }
+
+    @Test func readsFallBackToTheLastGoodAnswerAndComeBackLive() async throws {
+        let (tasks, executor, identity, _) = try await setUp()
+        let none = UpstreamCredentials()
+        let created = try await tasks.create(title: "Cached", description: "d", status: "OPEN", credentials: none)
+        let live = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(live.offlineCopyFrom == nil)
+        #expect(live.value.map(\.title) == ["Cached"])
+        _ = try await tasks.get(id: created.id, for: identity, credentials: none)
+
+        executor.set(reachable: false)
+        let offlineList = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(offlineList.value.map(\.title) == ["Cached"])
+        #expect(offlineList.offlineCopyFrom != nil)
+        let offlineTask = try await tasks.get(id: created.id, for: identity, credentials: none)
+        #expect(offlineTask.value?.title == "Cached")
+        await #expect(throws: GraphQLUpstreamError.self, "nothing cached for this page") {
+            try await tasks.list(first: 20, after: 20, for: identity, credentials: none)
+        }
+
+        executor.set(reachable: true)
+        _ = try await tasks.create(title: "Added later", description: "d", status: "OPEN", credentials: none)
+        let back = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(back.offlineCopyFrom == nil)
+        #expect(back.value.map(\.title) == ["Cached", "Added later"])
+    }
+
+    @Test func offlineWritesAre503AndChangeNothing() async throws {
+        let (tasks, executor, identity, database) = try await setUp()
+        let none = UpstreamCredentials()
+        let created = try await tasks.create(title: "Keep me", description: "d", status: "OPEN", credentials: none)
+        executor.set(reachable: false)
+        for write in [
+            { _ = try await tasks.create(title: "New", description: "d", status: "OPEN", credentials: none) },
+            { _ = try await tasks.update(created.id, version: 1, title: "Changed", description: nil, status: nil, credentials: none) },
+            { _ = try await tasks.delete(id: created.id, for: identity, credentials: none) },
+        ] as [() async throws -> Void] {
+            do {
+                try await write()
+                Issue.record("an offline write succeeded")
+            } catch let error as AppError {
+                #expect(error.status == .serviceUnavailable)
+            }
+        }
+        let stored = try await database.read { db in try TaskRecord.fetchAll(db) }
+        #expect(stored.map(\.title) == ["Keep me"])
+        #expect(stored.first?.version == 1)
+    }
+
+    @Test func aDeletedTaskDoesNotComeBackFromTheOfflineCopy() async throws {
+        let (tasks, executor, identity, _) = try await setUp()
+        let none = UpstreamCredentials()
+        let created = try await tasks.create(title: "Gone", description: "d", status: "OPEN", credentials: none)
+        _ = try await tasks.get(id: created.id, for: identity, credentials: none)
+        #expect(try await tasks.delete(id: created.id, for: identity, credentials: none))
+        executor.set(reachable: false)
+        await #expect(throws: GraphQLUpstreamError.self) {
+            try await tasks.get(id: created.id, for: identity, credentials: none)
+        }
+    }
+}
