@@ -164,10 +164,10 @@ import Testing
 
     @Test func blankMeansOnlyWhiteSpaceAsTheOpenAPIPatternSeesIt() {
         for blank in ["", "   ", "\n\t", "\u{1C}\u{1F}", "\u{2003}\u{3000}"] {
-            #expect(PostChanges.isBlank(blank), "\(blank.unicodeScalars.map(\.value))")
+            #expect(blank.isBlank, "\(blank.unicodeScalars.map(\.value))")
         }
         for visible in ["a", " a ", "\u{200B}", "\u{01}"] {
-            #expect(!PostChanges.isBlank(visible), "\(visible.unicodeScalars.map(\.value))")
+            #expect(!visible.isBlank, "\(visible.unicodeScalars.map(\.value))")
         }
     }
 

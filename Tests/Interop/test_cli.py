@@ -4,6 +4,8 @@ import os
 import subprocess
 import urllib.request
 
+import pytest
+
 from conftest import RunningServer, foyer_binary
 
 
@@ -49,23 +51,16 @@ def test_sigterm_stops_the_server_cleanly(tmp_path):
     assert "Created the demo account" in running.log_path.read_text()
 
 
-def test_broken_path_configuration_stops_start_up_with_a_message(tmp_path):
-    broken = tmp_path / "path_configuration.json"
-    broken.write_text('{"rules": [{"patterns": ["(unclosed"], "properties": {}}]}')
+@pytest.mark.parametrize("flag, content, message", [
+    ("--path-configuration", '{"rules": [{"patterns": ["(unclosed"], "properties": {}}]}', '"(unclosed" is not a valid regular expression'),
+    ("--mobile-services", '{"version": 1, "services": [{"type": "sync-app"}]}', "services[0] (sync-app) needs a url"),
+])
+def test_a_broken_file_stops_start_up_with_a_message_naming_the_problem(tmp_path, flag, content, message):
+    broken = tmp_path / "broken.json"
+    broken.write_text(content)
     started = subprocess.run(
-        [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), "--path-configuration", str(broken)],
+        [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), flag, str(broken)],
         capture_output=True, text=True, timeout=60,
     )
     assert started.returncode != 0
-    assert '"(unclosed" is not a valid regular expression' in started.stderr
-
-
-def test_broken_mobile_services_file_stops_start_up_with_a_message(tmp_path):
-    broken = tmp_path / "mobile-services.json"
-    broken.write_text('{"version": 1, "services": [{"type": "sync-app"}]}')
-    started = subprocess.run(
-        [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), "--mobile-services", str(broken)],
-        capture_output=True, text=True, timeout=60,
-    )
-    assert started.returncode != 0
-    assert "services[0] (sync-app) needs a url" in started.stderr
+    assert message in started.stderr

@@ -16,6 +16,14 @@ public struct AppError: Error, CustomStringConvertible {
     public var description: String { "\(status.code) \(message)" }
 }
 
+extension StringProtocol {
+    /// Nothing but white space: Unicode's White_Space, plus the separators U+001C–U+001F that Python counts as
+    /// space. The OpenAPI pattern names U+001C–U+001F and U+0085 outright, so every regex engine agrees with this.
+    var isBlank: Bool {
+        unicodeScalars.allSatisfy { $0.properties.isWhitespace || (0x1C...0x1F).contains($0.value) }
+    }
+}
+
 /// Input that does not validate: field → messages, Rails-style (`{"title": ["can't be blank"]}`).
 /// JSON clients get 422 `{"errors": …}`; HTML controllers catch it and show the form again.
 struct ValidationFailed: Error {

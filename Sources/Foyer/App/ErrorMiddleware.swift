@@ -20,7 +20,7 @@ struct ErrorMiddleware: RouterMiddleware {
 
     func response(for error: any Error, request: Request, context: Context) -> Response {
         // The upstream no longer takes our credentials: to the client that is "sign in again", like no session.
-        if error is AuthenticationRequired || (error as? GraphQLUpstreamError).map({ if case .sessionExpired = $0 { true } else { false } }) == true {
+        if error is AuthenticationRequired || (error as? GraphQLUpstreamError)?.isSessionExpired == true {
             if request.wantsJSON {
                 var response = Response.json(["error": "Sign in first: send Authorization: Bearer <token> or the session cookie"], status: .unauthorized)
                 response.headers[.wwwAuthenticate] = "Bearer"

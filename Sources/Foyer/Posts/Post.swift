@@ -39,7 +39,7 @@ struct PostChanges: Sendable {
     func validationErrors(creating: Bool) -> [String: [String]] {
         var errors: [String: [String]] = [:]
         if let title {
-            if Self.isBlank(title) { errors["title", default: []].append("can't be blank") }
+            if title.isBlank { errors["title", default: []].append("can't be blank") }
             if title.unicodeScalars.count > Post.maximumTitleLength {
                 errors["title", default: []].append("is too long (maximum is \(Post.maximumTitleLength) characters)")
             }
@@ -50,12 +50,6 @@ struct PostChanges: Sendable {
             errors["content", default: []].append("is too long (maximum is \(Post.maximumContentLength) characters)")
         }
         return errors
-    }
-
-    /// Nothing but white space: Unicode's White_Space, plus the separators U+001C–U+001F that Python counts as
-    /// space. The OpenAPI pattern names U+001C–U+001F and U+0085 outright, so every regex engine agrees with this.
-    static func isBlank(_ text: String) -> Bool {
-        text.unicodeScalars.allSatisfy { $0.properties.isWhitespace || (0x1C...0x1F).contains($0.value) }
     }
 
     func apply(to post: inout Post) {

@@ -89,4 +89,8 @@ extension GraphQLUpstreamError {
         case .sessionExpired: false
         }
     }
+
+    var isSessionExpired: Bool {
+        if case .sessionExpired = self { true } else { false }
+    }
 }

@@ -202,7 +202,7 @@ struct TaskFields {
 
     var errors: [String]? {
         var errors: [String] = []
-        if PostChanges.isBlank(title) { errors.append("Title can't be blank") }
+        if title.isBlank { errors.append("Title can't be blank") }
         if !TaskItem.statuses.contains(status) { errors.append("Status must be one of \(TaskItem.statuses.joined(separator: ", "))") }
         return errors.isEmpty ? nil : errors
     }
