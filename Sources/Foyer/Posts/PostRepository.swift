@@ -82,18 +82,20 @@ public struct PostRepository: Sendable {
         generation.bump()
     }
 
-    /// The post named by a path's `{id}`: 404 for an unknown or malformed id.
-    func find(pathID raw: String) async throws -> PublishedPost {
+    /// The post named by the route's `{id}`: 404 for an unknown or malformed id.
+    func find(in context: FoyerRequestContext) async throws -> PublishedPost {
+        let raw = try context.parameters.require("id")
         guard let id = Int64(raw), let published = try await find(id: id) else {
             throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
         }
         return published
     }
 
-    /// The post named by a path's `{id}`, when the signed-in user wrote it: 401 with nobody signed in, 403 for anyone else.
-    func findOwn(pathID raw: String, identity: Identity?) async throws -> PublishedPost {
-        guard let identity else { throw AuthenticationRequired() }
-        let published = try await find(pathID: raw)
+    /// The post named by the route's `{id}`, when the signed-in user wrote it: 401 with nobody signed in,
+    /// 403 for anyone else.
+    func findOwn(in context: FoyerRequestContext) async throws -> PublishedPost {
+        let identity = try context.requireIdentity()
+        let published = try await find(in: context)
         guard published.author.id == identity.userId else {
             throw AppError(.forbidden, title: "Not your post", message: "Only the author of a post may change or delete it.")
         }

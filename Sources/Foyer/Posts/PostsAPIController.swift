@@ -71,7 +71,7 @@ struct PostsAPIController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        .json(PostJSON(try await find(context), baseURL: request.baseURL))
+        .json(PostJSON(try await posts.find(in: context), baseURL: request.baseURL))
     }
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -83,23 +83,15 @@ struct PostsAPIController {
     }
 
     @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await findOwn(context)
+        let published = try await posts.findOwn(in: context)
         let updated = try await posts.update(published, with: try await Self.changes(from: request))
         return .json(PostJSON(updated, baseURL: request.baseURL))
     }
 
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await findOwn(context)
+        let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
         return Response(status: .noContent)
-    }
-
-    private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        try await posts.find(pathID: context.parameters.require("id"))
-    }
-
-    private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        try await posts.findOwn(pathID: context.parameters.require("id"), identity: context.identity)
     }
 
     /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.

@@ -55,7 +55,7 @@ struct PostsController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await find(context)
+        let published = try await posts.find(in: context)
         return views.page(
             "posts/show",
             [
@@ -93,13 +93,13 @@ struct PostsController {
     }
 
     @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await findOwn(context)
+        let published = try await posts.findOwn(in: context)
         let changes = PostChanges(title: published.post.title, content: published.post.content)
         return form(request: request, context: context, changes: changes, id: published.id)
     }
 
     @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await findOwn(context)
+        let published = try await posts.findOwn(in: context)
         let changes = try await Self.formChanges(request)
         do {
             _ = try await posts.update(published, with: changes)
@@ -110,7 +110,7 @@ struct PostsController {
     }
 
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let published = try await findOwn(context)
+        let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
         return .afterSubmit(request, redirectTo: "/posts", native: .recede)
     }
@@ -137,14 +137,6 @@ struct PostsController {
             values["content_invalid"] = errors.errors["content"] != nil
         }
         return views.page(id == nil ? "posts/new" : "posts/edit", values, request: request, context: context, status: status)
-    }
-
-    private func find(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        try await posts.find(pathID: context.parameters.require("id"))
-    }
-
-    private func findOwn(_ context: FoyerRequestContext) async throws -> PublishedPost {
-        try await posts.findOwn(pathID: context.parameters.require("id"), identity: context.identity)
     }
 
     static func formChanges(_ request: Request) async throws -> PostChanges {
