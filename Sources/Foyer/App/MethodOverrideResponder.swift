@@ -19,7 +19,7 @@ struct MethodOverrideResponder<Wrapped: HTTPResponder>: HTTPResponder where Wrap
         do {
             fields = try await request.formFields()
         } catch {
-            let tooLarge = AppError(.contentTooLarge, message: "The form is larger than 2 MiB.")
+            let tooLarge = AppError(.contentTooLarge, message: "The form is larger than \(Request.maximumBodySize >> 20) MiB.")
             return errors.response(for: tooLarge, request: request, context: context)
         }
         if let name = fields["_method"]?.lowercased(), let method = Self.overridable[name] {

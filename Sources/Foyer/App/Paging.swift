@@ -6,10 +6,8 @@ struct Paging: Hashable, Sendable {
     let page: Int
     let perPage: Int
 
-    init(page: Int, perPage: Int) {
-        self.page = page
-        self.perPage = perPage
-    }
+    /// How many items come before this page.
+    var offset: Int { (page - 1) * perPage }
 
     init(_ request: Request, defaultPerPage: Int = 20) throws {
         let query = request.uri.queryParameters

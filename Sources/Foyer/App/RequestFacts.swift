@@ -37,8 +37,12 @@ extension Request {
         uri.query.map { "\(uri.path)?\($0)" } ?? uri.path
     }
 
+    /// The largest form or JSON body a page or the posts API reads. 100,000 characters of post content,
+    /// each escaped in JSON as a 12-byte surrogate pair, still fit.
+    static let maximumBodySize = 2 << 20
+
     /// The body as urlencoded form fields (later fields win). Collects the body, so handlers can still read it.
-    mutating func formFields(limit: Int = 2 << 20) async throws -> [String: String] {
+    mutating func formFields(limit: Int = maximumBodySize) async throws -> [String: String] {
         let buffer = try await collectBody(upTo: limit)
         return FormFields.parse(String(buffer: buffer))
     }

@@ -30,11 +30,8 @@ public struct Views: Sendable {
             values["csrf_token"] = identity.session.csrfToken
             values["current_user"] = ["email": identity.user.email]
         }
-        guard let body = library.render(values, withTemplate: template) else {
-            preconditionFailure("template \(template) is not loaded")
-        }
         return page(
-            body: body, title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
+            body: render(template, values), title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
             request: request, context: context, status: status
         )
     }

@@ -3,8 +3,9 @@ import NIOConcurrencyHelpers
 
 /// Live sessions by presented token, so an authenticated request costs a dictionary lookup instead of a
 /// SHA-256 and two queries. (Keyed by the token itself: it is in this process's memory on every request
-/// anyway; what must never hold usable tokens is the database, which stores only their hashes.) Entries live at most `lifetime` (then the database is asked again, and last_seen_at moves);
-/// a revocation removes its entry at once, so a revoked token stops working on the next request.
+/// anyway; what must never hold usable tokens is the database, which stores only their hashes.)
+/// Entries live at most `lifetime` (then the database is asked again, and last_seen_at moves); a
+/// revocation removes its entry at once, so a revoked token stops working on the next request.
 /// One process owns the SQLite file, so no other writer can make an entry stale behind our back.
 final class SessionCache: Sendable {
     static let lifetime: TimeInterval = 60

@@ -8,7 +8,7 @@ enum EmbeddedTaskSchema {
     static func make(store: EmbeddedTaskStore) throws -> GraphQLSchema {
         let status = try GraphQLEnumType(
             name: "TaskStatus",
-            values: ["OPEN": GraphQLEnumValue(value: "OPEN"), "ASSIGNED": GraphQLEnumValue(value: "ASSIGNED"), "COMPLETE": GraphQLEnumValue(value: "COMPLETE")]
+            values: GraphQLEnumValueMap(uniqueKeysWithValues: statuses.map { ($0, GraphQLEnumValue(value: .string($0))) })
         )
         let task = try GraphQLObjectType(
             name: "Task",

@@ -17,11 +17,6 @@ struct UpstreamCredentials: Sendable {
 struct GraphQLReply: Sendable {
     var status: HTTPResponse.Status
     var body: ByteBuffer
-
-    /// The reply decoded, for typed callers (the task pages).
-    func result() throws -> GraphQLResult {
-        try JSONDecoder().decode(GraphQLResult.self, from: Data(buffer: body))
-    }
 }
 
 /// The upstream could not give an answer; each case has the status and words the client gets.

@@ -34,14 +34,14 @@ public struct PostRepository: Sendable {
         """
 
     /// Newest first.
-    public func page(_ number: Int, perPage: Int) async throws -> Page {
+    func page(_ paging: Paging) async throws -> Page {
         try await database.read { db in
             let rows = try Row.fetchAll(
                 db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
-                arguments: [perPage, (number - 1) * perPage]
+                arguments: [paging.perPage, paging.offset]
             )
             let total = try Post.fetchCount(db)
-            return Page(posts: try rows.map(Self.published), total: total, number: number, perPage: perPage)
+            return Page(posts: try rows.map(Self.published), total: total, number: paging.page, perPage: paging.perPage)
         }
     }
 

@@ -57,7 +57,7 @@ struct PostsAPIController {
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let key = PageKey(paging: try Paging(request), base: request.baseURL, path: request.uri.path)
         let encoded = try await encodedPages.value(for: key, generation: posts.generation.current) {
-            let page = try await posts.page(key.paging.page, perPage: key.paging.perPage)
+            let page = try await posts.page(key.paging)
             return EncodedPage(
                 body: Response.encodeJSON(page.posts.map { PostJSON($0, baseURL: key.base) }),
                 link: Self.linkHeader(page, base: key.base + key.path),
@@ -97,8 +97,7 @@ struct PostsAPIController {
     /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.
     static func changes(from request: Request) async throws -> PostChanges {
         var request = request
-        // 100,000 characters of content, each escaped in JSON as a 12-byte surrogate pair, still fit.
-        let buffer = try await request.collectBody(upTo: 2 << 20)
+        let buffer = try await request.collectBody(upTo: Request.maximumBodySize)
         if request.isFormEncoded {
             return try await PostsController.formChanges(request)
         }

@@ -36,7 +36,7 @@ struct PostsController {
     }
 
     private func renderList(_ paging: Paging, signedIn: Bool) async throws -> String {
-        let page = try await posts.page(paging.page, perPage: paging.perPage)
+        let page = try await posts.page(paging)
         let items: [[String: Any]] = page.posts.map { published in
             [
                 "id": published.id,

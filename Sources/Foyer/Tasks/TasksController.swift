@@ -28,7 +28,7 @@ struct TasksController {
         let paging = try Paging(request, defaultPerPage: Self.perPage)
         // One more than a page tells whether there is a next one.
         let read = try await tasks.list(
-            first: paging.perPage + 1, after: (paging.page - 1) * paging.perPage, for: identity, credentials: credentials(identity)
+            first: paging.perPage + 1, after: paging.offset, for: identity, credentials: credentials(identity)
         )
         let hasNext = read.value.count > paging.perPage
         let items = Array(read.value.prefix(paging.perPage))
@@ -42,7 +42,7 @@ struct TasksController {
     @Sendable func indexJSON(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let paging = try Paging(request, defaultPerPage: Self.perPage)
-        let read = try await tasks.list(first: paging.perPage, after: (paging.page - 1) * paging.perPage, for: identity, credentials: credentials(identity))
+        let read = try await tasks.list(first: paging.perPage, after: paging.offset, for: identity, credentials: credentials(identity))
         var response = Response.json(read.value)
         // Native screens can show their own offline banner from this.
         if let copy = read.offlineCopyFrom { response.headers[.xOfflineCopyFrom] = copy.formatted(.iso8601) }
