@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the sync-app of --mobile-services, else the embedded task service)")
     var graphqlURL: String?
 
+    @Option(name: .customLong("graphql-ws-url"), help: "Its websocket for subscriptions (env FOYER_GRAPHQL_WS_URL; default: the GraphQL URL with ws:// or wss://)")
+    var graphqlWebSocketURL: String?
+
     @Option(help: "An AeroGear mobile-services.json naming the upstreams (env FOYER_MOBILE_SERVICES)")
     var mobileServices: String?
 
@@ -76,6 +79,7 @@ struct Serve: AsyncParsableCommand {
             config.logLevel = level
         }
         config.graphQLURL = graphqlURL ?? environment["FOYER_GRAPHQL_URL"]
+        config.graphQLWebSocketURL = graphqlWebSocketURL ?? environment["FOYER_GRAPHQL_WS_URL"]
         config.graphQLUpstreamToken = environment["FOYER_GRAPHQL_TOKEN"]
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.demoAccount = FoyerConfig.DemoAccount(

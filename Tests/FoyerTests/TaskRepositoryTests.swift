@@ -21,6 +21,11 @@ final class SwitchableExecutor: GraphQLExecutor {
         guard reachable.withLockedValue({ $0 }) else { throw GraphQLUpstreamError.unreachable("connection refused") }
         return try await embedded.execute(request, credentials: credentials)
     }
+
+    func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        guard reachable.withLockedValue({ $0 }) else { throw GraphQLUpstreamError.unreachable("connection refused") }
+        return try await embedded.subscribe(request, credentials: credentials)
+    }
 }
 
 @Suite struct TaskRepositoryTests {

@@ -30,6 +30,7 @@ struct TestHarness {
         config.passwordHashCost = 4
         config.demoAccount = nil
         config.logLevel = .warning
+        config.port = 0  // live tests: any free port
         configure(&config)
         self.config = config
         database = try FoyerDatabase.openAndMigrate(path: ":memory:")
@@ -39,9 +40,12 @@ struct TestHarness {
         }
     }
 
-    func test<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
+    /// `.router` unless the test needs real sockets (`.live`, for websockets).
+    func test<Value: Sendable>(
+        _ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> Value
+    ) async throws -> Value {
         let app = try await buildApplication(config, database: database)
-        return try await app.test(.router, body)
+        return try await app.test(setup, body)
     }
 }
 

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import GRDB
 import HTTPTypes
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
 
@@ -27,10 +28,10 @@ public func buildApplication(
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     var services: [any Service] = []
     let graphQL: any GraphQLExecutor
-    if let url = config.graphQLURL ?? mobileServices?.syncApp?.url {
+    if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
         let client = RemoteGraphQLExecutor.makeClient()
         services.append(HTTPClientService(client: client))
-        graphQL = RemoteGraphQLExecutor(url: url, client: client)
+        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, client: client, logger: logger)
     } else {
         graphQL = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
     }
@@ -59,8 +60,12 @@ public func buildApplication(
     let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
     TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials).addRoutes(to: router)
 
+    let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+    GraphQLWebSocketController(executor: graphQL, sessions: sessions, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
+
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),
+        server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: .init(maxFrameSize: GraphQLController.maximumBodySize))),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
         services: services,
         logger: logger

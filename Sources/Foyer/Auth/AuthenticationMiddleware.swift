@@ -20,20 +20,25 @@ struct AuthenticationMiddleware: RouterMiddleware {
     /// `Authorization: Bearer T`, `Authorization: Token T` or `Token token="T"` (Rails' form), else the session cookie.
     static func presentedToken(_ request: Request) -> (String, Identity.Credential)? {
         if let authorization = request.headers[.authorization] {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            let scheme = parts[0].lowercased()
-            var value = parts[1].trimmingCharacters(in: .whitespaces)
-            guard scheme == "bearer" || scheme == "token" else { return nil }
-            if scheme == "token", value.hasPrefix("token=") {
-                value = String(value.dropFirst("token=".count).prefix { $0 != "," })
-                    .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            }
-            return value.isEmpty ? nil : (value, .bearer)
+            return token(fromAuthorization: authorization).map { ($0, .bearer) }
         }
         if let cookie = request.cookies[SessionCookie.name], !cookie.value.isEmpty {
             return (cookie.value, .cookie)
         }
         return nil
+    }
+
+    /// The token of an `Authorization` value in the Bearer or Token scheme; nil for other schemes.
+    static func token(fromAuthorization authorization: String) -> String? {
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let scheme = parts[0].lowercased()
+        var value = parts[1].trimmingCharacters(in: .whitespaces)
+        guard scheme == "bearer" || scheme == "token" else { return nil }
+        if scheme == "token", value.hasPrefix("token=") {
+            value = String(value.dropFirst("token=".count).prefix { $0 != "," })
+                .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        return value.isEmpty ? nil : value
     }
 }

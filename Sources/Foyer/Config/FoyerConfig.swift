@@ -32,6 +32,8 @@ public struct FoyerConfig: Sendable {
     public var logLevel: Logger.Level = .info
     /// The upstream GraphQL task server; nil runs the embedded task service in-process.
     public var graphQLURL: String?
+    /// The upstream's websocket for subscriptions; default: graphQLURL with ws(s):// (or the sync-app's websocketUrl).
+    public var graphQLWebSocketURL: String?
     /// An AeroGear mobile-services.json: its sync-app URL is the upstream unless graphQLURL says otherwise.
     public var mobileServicesFile: String?
     /// A token attached as `Authorization: Bearer` to every upstream GraphQL call (until Keycloak relays per-user tokens).

@@ -69,7 +69,7 @@ public struct MobileServices: Sendable {
     /// The copy apps download from Foyer: sync-app URLs point at Foyer's own `/graphql`, secrets are gone.
     func clientFacing(baseURL: String) throws -> Data {
         var root = document
-        let webSocketBase = baseURL.replacingOccurrences(of: "http", with: "ws", options: .anchored)
+        let webSocketBase = GraphQLUpstream.webSocketEquivalent(of: baseURL)
         root["services"] = (document["services"] as? [any Sendable] ?? []).map { entry -> any Sendable in
             guard var service = entry as? [String: any Sendable] else { return entry }
             var config = service["config"] as? [String: any Sendable] ?? [:]

@@ -5,7 +5,7 @@ import GraphQL
 enum EmbeddedTaskSchema {
     static let statuses = ["OPEN", "ASSIGNED", "COMPLETE"]
 
-    static func make(store: EmbeddedTaskStore) throws -> GraphQLSchema {
+    static func make(store: EmbeddedTaskStore, events: TaskEvents) throws -> GraphQLSchema {
         let status = try GraphQLEnumType(
             name: "TaskStatus",
             values: GraphQLEnumValueMap(uniqueKeysWithValues: statuses.map { ($0, GraphQLEnumValue(value: .string($0))) })
@@ -54,10 +54,12 @@ enum EmbeddedTaskSchema {
                         "status": GraphQLArgument(type: status),
                     ],
                     resolve: { _, args, _, _ in
-                        try await store.create(
+                        let task = try await store.create(
                             title: args["title"].string ?? "", description: args["description"].string ?? "",
                             status: args["status"].string ?? "OPEN"
                         )
+                        events.publish(.added, task)
+                        return task
                     }
                 ),
                 "updateTask": GraphQLField(
@@ -72,10 +74,12 @@ enum EmbeddedTaskSchema {
                     resolve: { _, args, _, info in
                         guard let id = Int64(args["id"].string ?? "") else { return nil }
                         do {
-                            return try await store.update(
+                            let task = try await store.update(
                                 id: id, version: args["version"].int ?? 0, title: args["title"].string,
                                 description: args["description"].string, status: args["status"].string
                             )
+                            if let task { events.publish(.updated, task) }
+                            return task
                         } catch let conflict as TaskVersionConflict {
                             throw offixConflict(server: conflict.serverState, client: args, info: info)
                         }
@@ -85,13 +89,23 @@ enum EmbeddedTaskSchema {
                     type: GraphQLID,
                     args: ["id": GraphQLArgument(type: GraphQLNonNull(GraphQLID))],
                     resolve: { _, args, _, _ in
-                        guard let raw = args["id"].string, let id = Int64(raw), try await store.delete(id: id) else { return nil }
+                        guard let raw = args["id"].string, let id = Int64(raw), let task = try await store.delete(id: id) else { return nil }
+                        events.publish(.deleted, task)
                         return raw
                     }
                 ),
             ]
         )
-        return try GraphQLSchema(query: query, mutation: mutation)
+        // Each event is the root value its subscription field is resolved on: the field's value is the event itself.
+        let subscription = try GraphQLObjectType(
+            name: "Subscription",
+            fields: GraphQLFieldMap(
+                uniqueKeysWithValues: TaskEvents.Kind.allCases.map { kind in
+                    (kind.rawValue, GraphQLField(type: task, resolve: { source, _, _, _ in source }, subscribe: { _, _, _, _ in events.stream(of: kind) }))
+                }
+            )
+        )
+        return try GraphQLSchema(query: query, mutation: mutation, subscription: subscription)
     }
 
     /// `after` is an offset written as a string ("20"); absent means from the start.

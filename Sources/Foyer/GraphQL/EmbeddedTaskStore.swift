@@ -56,7 +56,8 @@ struct EmbeddedTaskStore: Sendable {
         }
     }
 
-    func delete(id: Int64) async throws -> Bool {
-        try await database.write { db in try TaskRecord.deleteOne(db, key: id) }
+    /// The task as it was before it went, for the `taskDeleted` subscribers; nil when there was no such task.
+    func delete(id: Int64) async throws -> TaskRecord? {
+        try await database.write { db in try TaskRecord.fetchOne(db, key: id).map { task in try task.delete(db); return task } }
     }
 }

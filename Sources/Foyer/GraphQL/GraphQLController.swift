@@ -35,6 +35,12 @@ struct GraphQLController {
     }
 
     @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
+        // A websocket upgrade lands here only when it offered no subprotocol we speak.
+        if request.headers[.upgrade]?.lowercased() == "websocket" {
+            return Self.refusal(
+                .badRequest, "Offer the websocket subprotocol graphql-transport-ws or graphql-ws", code: "UNSUPPORTED_SUBPROTOCOL"
+            )
+        }
         let identity = try context.requireIdentity()
         let parameters = request.uri.queryParameters
         guard let query = parameters["query"].map(String.init), !query.isEmpty else {
@@ -74,7 +80,7 @@ struct GraphQLController {
         }
     }
 
-    private static func operation(in document: Document, named name: String?) -> OperationType? {
+    static func operation(in document: Document, named name: String?) -> OperationType? {
         let operations = document.definitions.compactMap { $0 as? OperationDefinition }
         let chosen = name.map { name in operations.first { $0.name?.value == name } } ?? operations.first
         return chosen?.operation

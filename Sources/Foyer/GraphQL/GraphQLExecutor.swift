@@ -7,6 +7,17 @@ import NIOCore
 /// upstream server. Replies are JSON bytes exactly as produced, so the proxy can pass errors through untouched.
 protocol GraphQLExecutor: Sendable {
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply
+    /// Starts a subscription. The stream ends when the server completes it; ending the iteration stops it.
+    /// It fails with GraphQLUpstreamError when the server cannot be reached or no longer accepts the credentials.
+    func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error>
+}
+
+/// What a subscription delivers, as JSON bytes exactly as produced.
+enum SubscriptionEvent: Sendable {
+    /// One execution result, `{"data": …, "errors": […]}`.
+    case next(ByteBuffer)
+    /// The subscription could not start (a validation error, say): a JSON array of GraphQL errors. Nothing follows.
+    case refused(ByteBuffer)
 }
 
 /// What the upstream should see of the caller: the bearer token to attach, if any.
@@ -48,9 +59,10 @@ enum GraphQLUpstreamError: Error {
 /// Runs the showcase task schema in-process: the default when no upstream is configured.
 struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     let schema: GraphQLSchema
+    let events = TaskEvents()
 
     init(store: EmbeddedTaskStore) throws {
-        schema = try EmbeddedTaskSchema.make(store: store)
+        schema = try EmbeddedTaskSchema.make(store: store, events: events)
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
@@ -66,5 +78,41 @@ struct EmbeddedGraphQLExecutor: GraphQLExecutor {
         // GraphQL over HTTP: a request that could not run at all (no data) is a 400.
         let status: HTTPResponse.Status = result.data == nil && !result.errors.isEmpty ? .badRequest : .ok
         return GraphQLReply(status: status, body: ByteBuffer(bytes: try JSONEncoder().encode(result)))
+    }
+}
+
+extension EmbeddedGraphQLExecutor {
+    func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        let started: Result<AsyncThrowingStream<GraphQLResult, any Error>, GraphQLErrors>
+        do {
+            started = try await graphqlSubscribe(
+                schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
+            )
+        } catch let error as GraphQLError {
+            started = .failure(GraphQLErrors([error]))
+        }
+        let encoder = JSONEncoder()
+        switch started {
+        case .failure(let errors):
+            let refusal = SubscriptionEvent.refused(ByteBuffer(bytes: try encoder.encode(errors.errors)))
+            return AsyncThrowingStream { continuation in
+                continuation.yield(refusal)
+                continuation.finish()
+            }
+        case .success(let results):
+            return AsyncThrowingStream { continuation in
+                let forwarding = Task {
+                    do {
+                        for try await result in results {
+                            continuation.yield(.next(ByteBuffer(bytes: try encoder.encode(result))))
+                        }
+                        continuation.finish()
+                    } catch {
+                        continuation.finish(throwing: error)
+                    }
+                }
+                continuation.onTermination = { _ in forwarding.cancel() }
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import GraphQL
 import HTTPTypes
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -12,7 +13,10 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     static let maximumReplySize = 16 << 20
 
     let url: String
+    /// Where subscriptions go; nil when the upstream has none.
+    let webSocketURL: String?
     let client: HTTPClient
+    let logger: Logger
     let health = UpstreamHealth()
 
     /// After the upstream fails to answer, calls fail at once for `cooldown` instead of each waiting out the

@@ -1,16 +1,23 @@
 """The AeroGear DataSync showcase task server, in ariadne: the real GraphQL upstream Foyer's tests proxy to.
 
 Run: python task_server.py PORT
-Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer <it>`
+Subscriptions (taskAdded, taskUpdated, taskDeleted) over websockets at the same URL, in whichever protocol the
+client offers: legacy `graphql-ws` (what the showcase server speaks) or `graphql-transport-ws`.
+
+Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer <it>` (websockets: in the
+                           connection_init payload)
      TASK_SERVER_ON_DENIED `forbidden` (default: 403 "Access denied", as keycloak-connect answers) or
                            `redirect` (302 to a Keycloak login page, as the other keycloak-connect setting does)
 """
+import asyncio
 import os
 import sys
 
 import uvicorn
-from ariadne import MutationType, QueryType, make_executable_schema
+from ariadne import MutationType, QueryType, SubscriptionType, make_executable_schema
 from ariadne.asgi import GraphQL
+from ariadne.asgi.handlers import GraphQLTransportWSHandler, GraphQLWSHandler
+from ariadne.exceptions import WebSocketConnectionError
 from graphql import GraphQLError
 
 TYPE_DEFS = """
@@ -22,11 +29,35 @@ type Mutation {
   updateTask(id: ID!, title: String, description: String, version: Int!, status: TaskStatus): Task
   deleteTask(id: ID!): ID
 }
+type Subscription { taskAdded: Task  taskDeleted: Task  taskUpdated: Task }
 """
 
 tasks: dict[str, dict] = {}
 last_id = 0
-query, mutation = QueryType(), MutationType()
+query, mutation, subscription = QueryType(), MutationType(), SubscriptionType()
+subscribers: dict[str, set[asyncio.Queue]] = {"taskAdded": set(), "taskUpdated": set(), "taskDeleted": set()}
+
+
+def publish(event: str, task: dict):
+    for queue in subscribers[event]:
+        queue.put_nowait(dict(task))
+
+
+def make_source(event: str):
+    async def source(*_):
+        queue: asyncio.Queue = asyncio.Queue()
+        subscribers[event].add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            subscribers[event].discard(queue)
+    return source
+
+
+for event_name in subscribers:
+    subscription.set_source(event_name, make_source(event_name))
+    subscription.set_field(event_name, lambda task, *_: task)
 
 
 @query.field("allTasks")
@@ -47,6 +78,7 @@ def create_task(_, info, title, description, status="OPEN"):
     last_id += 1
     task = {"id": str(last_id), "version": 1, "title": title, "description": description, "status": status or "OPEN"}
     tasks[task["id"]] = task
+    publish("taskAdded", task)
     return task
 
 
@@ -60,20 +92,41 @@ def update_task(_, info, id, version, **changes):
         raise GraphQLError("OffixConflict", extensions={"exception": {"conflictInfo": {"serverState": dict(task), "clientState": client_state}}})
     task.update({key: value for key, value in changes.items() if value is not None})
     task["version"] += 1
+    publish("taskUpdated", task)
     return task
 
 
 @mutation.field("deleteTask")
 def delete_task(_, info, id):
-    return id if tasks.pop(id, None) else None
+    task = tasks.pop(id, None)
+    if task is None:
+        return None
+    publish("taskDeleted", task)
+    return id
 
 
-schema = make_executable_schema(TYPE_DEFS, query, mutation)
+schema = make_executable_schema(TYPE_DEFS, query, mutation, subscription)
 # ariadne 1.1.1 patches every enum's parse_value (an instance attribute taking one argument) to repair enum
 # defaults; graphql-core 3.2.14 calls it with two, so enum *variables* fail ("takes 1 positional argument but
 # 2 were given"). TaskStatus has no defaults to repair: drop the patch and let the class's own method apply.
 vars(schema.type_map["TaskStatus"]).pop("parse_value", None)
-graphql_app = GraphQL(schema)
+
+
+def check_connection_token(_websocket, payload):
+    token = os.environ.get("TASK_SERVER_TOKEN")
+    if token and (payload or {}).get("Authorization") != f"Bearer {token}":
+        raise WebSocketConnectionError({"message": "Access denied"})
+
+
+# ariadne takes one websocket handler per app: one app per protocol, picked by what the client offers.
+legacy_app = GraphQL(schema, websocket_handler=GraphQLWSHandler(on_connect=check_connection_token, keepalive=10))
+transport_ws_app = GraphQL(schema, websocket_handler=GraphQLTransportWSHandler(on_connect=check_connection_token))
+
+
+def graphql_app(scope, receive, send):
+    offered = scope.get("subprotocols", []) if scope["type"] == "websocket" else []
+    chosen = transport_ws_app if "graphql-transport-ws" in offered else legacy_app
+    return chosen(scope, receive, send)
 
 
 async def app(scope, receive, send):

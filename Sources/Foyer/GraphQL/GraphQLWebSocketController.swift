@@ -1,0 +1,333 @@
+import Foundation
+import GraphQL
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+
+/// The two GraphQL-over-WebSocket dialects, chosen by the subprotocol the client offers. They carry the same
+/// operations; they differ in words and in how they refuse.
+enum GraphQLWebSocketDialect: String, Sendable {
+    /// The `graphql-ws` library's protocol: today's clients.
+    case transportWS = "graphql-transport-ws"
+    /// subscriptions-transport-ws, Apollo's legacy one: what the showcase apps speak.
+    case legacy = "graphql-ws"
+
+    /// The newer one when a client offers both.
+    static func chosen(from offered: [String]) -> Self? {
+        let names = offered.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        if names.contains(Self.transportWS.rawValue) { return .transportWS }
+        if names.contains(Self.legacy.rawValue) { return .legacy }
+        return nil
+    }
+
+    var startType: String { self == .legacy ? "start" : "subscribe" }
+    var stopType: String { self == .legacy ? "stop" : "complete" }
+    var resultType: String { self == .legacy ? "data" : "next" }
+}
+
+/// WebSocket `/graphql`: subscriptions, and queries and mutations too, for a signed-in user. The user is known
+/// from the `connection_init` payload (`Authorization: Bearer …`, as the showcase apps send it) or from the
+/// upgrade request itself (a Bearer header, or the session cookie when the page is one of ours).
+struct GraphQLWebSocketController {
+    let executor: any GraphQLExecutor
+    let sessions: SessionStore
+    let credentials: @Sendable (Identity) -> UpstreamCredentials
+
+    func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
+        router.ws("/graphql") { request, _ in
+            // Without a dialect we could not be understood: the request goes on to HTTP GET /graphql, which says so.
+            guard let dialect = GraphQLWebSocketDialect.chosen(from: request.headers[values: .secWebSocketProtocol]) else {
+                return .dontUpgrade
+            }
+            return .upgrade([.secWebSocketProtocol: dialect.rawValue])
+        } onUpgrade: { inbound, outbound, context in
+            guard let dialect = GraphQLWebSocketDialect.chosen(from: context.request.headers[values: .secWebSocketProtocol]) else { return }
+            let connection = GraphQLSocketConnection(dialect: dialect, upgradeRequest: context.request, controller: self)
+            await connection.run(inbound: inbound, outbound: outbound)
+        }
+    }
+
+    /// The identity a `connection_init` payload names, else the one the upgrade request carried.
+    func authenticate(initPayload: Map?, upgradeRequest: Request) async throws -> Identity? {
+        if let token = Self.token(in: initPayload) {
+            return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: .bearer, token: token) }
+        }
+        guard let (token, credential) = AuthenticationMiddleware.presentedToken(upgradeRequest) else { return nil }
+        // Browsers send cookies with cross-site websocket upgrades and no CORS guards them: only our own pages'.
+        if credential == .cookie, !upgradeRequest.headers[values: .origin].allSatisfy({ Self.isSameOrigin($0, as: upgradeRequest) }) {
+            return nil
+        }
+        return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: credential, token: token) }
+    }
+
+    /// `{"Authorization": "Bearer T"}` in any letter case, or `{"X-Session-Token": "T"}` as our sign-in hands it out.
+    private static func token(in payload: Map?) -> String? {
+        guard case .dictionary(let fields) = payload else { return nil }
+        for (key, value) in fields {
+            guard case .string(let text) = value else { continue }
+            switch key.lowercased() {
+            case "authorization": return AuthenticationMiddleware.token(fromAuthorization: text)
+            case "x-session-token": return text.isEmpty ? nil : text
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    private static func isSameOrigin(_ origin: String, as request: Request) -> Bool {
+        guard let host = request.head.authority, let schemeEnd = origin.range(of: "://") else { return false }
+        return origin[schemeEnd.upperBound...].lowercased() == host.lowercased()
+    }
+}
+
+/// One client's socket: a reader that follows the protocol, a writer that owns the socket's output, and a task per
+/// running operation, all ended together when the socket closes.
+private struct GraphQLSocketConnection: Sendable {
+    /// graphql-transport-ws asks the server to close a socket that does not `connection_init` in time.
+    static let initialisationTimeout: Duration = .seconds(10)
+    /// Legacy clients count a connection dead without `ka` messages now and then.
+    static let keepAliveInterval: Duration = .seconds(15)
+
+    enum Outgoing: Sendable {
+        case text(String)
+        case close(WebSocketErrorCode, String)
+    }
+
+    struct ClientMessage: Decodable {
+        let type: String
+        let id: String?
+        let payload: Map?
+    }
+
+    struct StartMessage: Decodable {
+        let payload: GraphQLRequest
+    }
+
+    /// State the reader shares with the timers and the operations.
+    final class Shared: Sendable {
+        let identity = NIOLockedValueBox<Identity?>(nil)
+        let initialised = NIOLockedValueBox(false)
+        /// Running operations by client id; the UUID tells an operation apart from a later one reusing its id.
+        let operations = NIOLockedValueBox<[String: (run: UUID, task: Task<Void, Never>)]>([:])
+    }
+
+    let dialect: GraphQLWebSocketDialect
+    let upgradeRequest: Request
+    let controller: GraphQLWebSocketController
+    let shared = Shared()
+
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+        let (outgoing, send) = AsyncStream.makeStream(of: Outgoing.self)
+        await withDiscardingTaskGroup { group in
+            // The writer outlives the reader so that a last word (an error, a close code) still goes out.
+            group.addTask {
+                for await item in outgoing {
+                    switch item {
+                    case .text(let text):
+                        try? await outbound.writeTextMessage(text)
+                    case .close(let code, let reason):
+                        try? await outbound.close(code, reason: reason)
+                        return
+                    }
+                }
+            }
+            await withDiscardingTaskGroup { timers in
+                timers.addTask {
+                    try? await Task.sleep(for: Self.initialisationTimeout)
+                    if !Task.isCancelled, !shared.initialised.withLockedValue({ $0 }) {
+                        send.yield(.close(.unknown(4408), "Connection initialisation timeout"))
+                    }
+                }
+                if dialect == .legacy {
+                    timers.addTask {
+                        while (try? await Task.sleep(for: Self.keepAliveInterval)) != nil {
+                            if shared.initialised.withLockedValue({ $0 }) { send.yield(.text(#"{"type":"ka"}"#)) }
+                        }
+                    }
+                }
+                await read(inbound, send: send)
+                timers.cancelAll()
+            }
+            for (_, operation) in shared.operations.withLockedValue({ $0 }) { operation.task.cancel() }
+            send.finish()
+        }
+    }
+
+    private func read(_ inbound: WebSocketInboundStream, send: AsyncStream<Outgoing>.Continuation) async {
+        do {
+            for try await message in inbound.messages(maxSize: GraphQLController.maximumBodySize) {
+                guard case .text(let text) = message,
+                    let envelope = try? JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8))
+                else {
+                    if reject(.unknown(4400), "Messages must be JSON objects with a type", id: nil, send: send) { return }
+                    continue
+                }
+                if try await handle(envelope, text: text, send: send) { return }
+            }
+        } catch {
+            // The socket broke or a message was too large: the websocket layer closes it; operations end with it.
+        }
+    }
+
+    /// Acts on one client message; true when the connection is over.
+    private func handle(_ message: ClientMessage, text: String, send: AsyncStream<Outgoing>.Continuation) async throws -> Bool {
+        switch message.type {
+        case "connection_init":
+            if shared.initialised.withLockedValue({ $0 }) {
+                return reject(.unknown(4429), "Too many initialisation requests", id: nil, send: send)
+            }
+            guard let identity = try await controller.authenticate(initPayload: message.payload, upgradeRequest: upgradeRequest) else {
+                let reason = "Sign in first: give Authorization: Bearer <X-Session-Token> in the connection_init payload"
+                if dialect == .legacy {
+                    send.yield(.text(Self.envelope("connection_error", id: nil, payload: Self.errorObject(reason, code: "UNAUTHENTICATED"))))
+                    send.yield(.close(.normalClosure, "Unauthenticated"))
+                } else {
+                    send.yield(.close(.unknown(4403), "Forbidden"))
+                }
+                return true
+            }
+            shared.identity.withLockedValue { $0 = identity }
+            shared.initialised.withLockedValue { $0 = true }
+            send.yield(.text(#"{"type":"connection_ack"}"#))
+            if dialect == .legacy { send.yield(.text(#"{"type":"ka"}"#)) }
+        case "ping" where dialect == .transportWS:
+            send.yield(.text(#"{"type":"pong"}"#))
+        case "pong" where dialect == .transportWS:
+            break
+        case "connection_terminate" where dialect == .legacy:
+            send.yield(.close(.normalClosure, "Terminated"))
+            return true
+        case dialect.startType:
+            guard let identity = shared.identity.withLockedValue({ $0 }) else {
+                return reject(.unknown(4401), "Unauthorized", id: message.id, send: send)
+            }
+            guard let id = message.id, !id.isEmpty,
+                let request = try? JSONDecoder().decode(StartMessage.self, from: Data(text.utf8)).payload
+            else {
+                return reject(.unknown(4400), "\(dialect.startType) needs an id and a payload {\"query\": …}", id: message.id, send: send)
+            }
+            if shared.operations.withLockedValue({ $0[id] != nil }) {
+                return reject(.unknown(4409), "Subscriber for \(id) already exists", id: id, send: send)
+            }
+            start(request, id: id, identity: identity, send: send)
+        case dialect.stopType:
+            guard let id = message.id, let operation = shared.operations.withLockedValue({ $0.removeValue(forKey: id) }) else { break }
+            operation.task.cancel()
+            // subscriptions-transport-ws confirms a stop with `complete`; graphql-transport-ws must say nothing more.
+            if dialect == .legacy { send.yield(.text(Self.envelope("complete", id: id, payload: nil))) }
+        default:
+            return reject(.unknown(4400), "Unknown message type \(message.type)", id: message.id, send: send)
+        }
+        return false
+    }
+
+    /// graphql-transport-ws closes the socket on a protocol error; the legacy protocol answers `error` and goes on.
+    /// True when the socket is closing.
+    private func reject(_ code: WebSocketErrorCode, _ reason: String, id: String?, send: AsyncStream<Outgoing>.Continuation) -> Bool {
+        switch dialect {
+        case .transportWS:
+            send.yield(.close(code, reason))
+            return true
+        case .legacy:
+            send.yield(.text(Self.envelope("error", id: id, payload: Self.errorObject(reason, code: "BAD_REQUEST"))))
+            return false
+        }
+    }
+
+    private func start(_ request: GraphQLRequest, id: String, identity: Identity, send: AsyncStream<Outgoing>.Continuation) {
+        let document = try? parse(source: request.query)
+        if let document, let violation = QueryLimits.violation(in: document) {
+            Self.fail(id, errors: Self.errorList(violation, code: "QUERY_TOO_COMPLEX"), dialect: dialect, send: send)
+            return
+        }
+        let isSubscription = document.flatMap { GraphQLController.operation(in: $0, named: request.operationName) } == .subscription
+        let (executor, credentials, dialect, shared) = (controller.executor, controller.credentials(identity), dialect, shared)
+        let run = UUID()
+        shared.operations.withLockedValue { operations in
+            let task = Task {
+                defer { shared.operations.withLockedValue { if $0[id]?.run == run { $0[id] = nil } } }
+                do {
+                    if isSubscription {
+                        for try await event in try await executor.subscribe(request, credentials: credentials) {
+                            guard !Task.isCancelled else { return }
+                            switch event {
+                            case .next(let result):
+                                send.yield(.text(Self.envelope(dialect.resultType, id: id, payload: result)))
+                            case .refused(let errors):
+                                Self.fail(id, errors: errors, dialect: dialect, send: send)
+                                return
+                            }
+                        }
+                    } else {
+                        let reply = try await executor.execute(request, credentials: credentials)
+                        guard !Task.isCancelled else { return }
+                        // A request that could not run at all is an `error` in graphql-transport-ws, not a result.
+                        if reply.status != .ok, dialect == .transportWS, let errors = Self.errors(in: reply.body) {
+                            Self.fail(id, errors: errors, dialect: dialect, send: send)
+                            return
+                        }
+                        send.yield(.text(Self.envelope(dialect.resultType, id: id, payload: reply.body)))
+                    }
+                    guard !Task.isCancelled else { return }
+                    send.yield(.text(Self.envelope("complete", id: id, payload: nil)))
+                } catch let error as GraphQLUpstreamError {
+                    guard !Task.isCancelled else { return }
+                    Self.fail(id, errors: Self.errorList(error.message, code: "UPSTREAM_\(error.status.code)"), dialect: dialect, send: send)
+                } catch {
+                    guard !Task.isCancelled else { return }
+                    Self.fail(id, errors: Self.errorList("The operation failed: \(error)", code: "INTERNAL"), dialect: dialect, send: send)
+                }
+            }
+            operations[id] = (run, task)
+        }
+    }
+
+    /// An operation that produced no result. subscriptions-transport-ws reports those as a result holding only
+    /// `errors`, then `complete`; graphql-transport-ws as one `error` message with the list, which ends it.
+    private static func fail(_ id: String, errors: ByteBuffer, dialect: GraphQLWebSocketDialect, send: AsyncStream<Outgoing>.Continuation) {
+        switch dialect {
+        case .transportWS:
+            send.yield(.text(envelope("error", id: id, payload: errors)))
+        case .legacy:
+            var result = ByteBuffer(string: #"{"errors":"#)
+            result.writeImmutableBuffer(errors)
+            result.writeString("}")
+            send.yield(.text(envelope("data", id: id, payload: result)))
+            send.yield(.text(envelope("complete", id: id, payload: nil)))
+        }
+    }
+
+    static func envelope(_ type: String, id: String?, payload: ByteBuffer?) -> String {
+        var text = #"{"type":"# + jsonString(type)
+        if let id { text += #","id":"# + jsonString(id) }
+        if let payload { text += #","payload":"# + String(buffer: payload) }
+        return text + "}"
+    }
+
+    static func errorObject(_ message: String, code: String) -> ByteBuffer {
+        ByteBuffer(string: #"{"message":"# + jsonString(message) + #","extensions":{"code":"# + jsonString(code) + "}}")
+    }
+
+    static func errorList(_ message: String, code: String) -> ByteBuffer {
+        var list = ByteBuffer(string: "[")
+        list.writeImmutableBuffer(errorObject(message, code: code))
+        list.writeString("]")
+        return list
+    }
+
+    /// The `errors` list of a reply, as JSON.
+    static func errors(in reply: ByteBuffer) -> ByteBuffer? {
+        struct Reply: Decodable { let errors: Map? }
+        guard let errors = (try? JSONDecoder().decode(Reply.self, from: Data(buffer: reply)))?.errors,
+            let bytes = try? JSONEncoder().encode(errors)
+        else { return nil }
+        return ByteBuffer(bytes: bytes)
+    }
+
+    static func jsonString(_ value: String) -> String {
+        String(decoding: (try? JSONEncoder().encode(value)) ?? Data("\"\"".utf8), as: UTF8.self)
+    }
+}

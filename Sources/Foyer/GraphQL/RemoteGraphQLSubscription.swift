@@ -1,0 +1,91 @@
+import Foundation
+import GraphQL
+import HTTPTypes
+import HummingbirdWSClient
+import NIOCore
+
+/// Subscriptions on the upstream: one legacy `graphql-ws` connection per subscription (the showcase server speaks
+/// only that), the caller's token in the `connection_init` payload as the showcase expects.
+extension RemoteGraphQLExecutor {
+    /// The upstream's own id for our one operation on the connection.
+    private static let operationID = "1"
+
+    private struct Envelope: Decodable {
+        let type: String
+        let payload: Map?
+    }
+
+    func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        guard let webSocketURL else {
+            throw GraphQLUpstreamError.unreachable("no websocket URL is configured for its subscriptions")
+        }
+        if let ago = health.recentFailure() {
+            throw GraphQLUpstreamError.unreachable("it did not answer \(Int(ago.rounded())) s ago; trying again in a moment")
+        }
+        let initPayload: Map = credentials.bearerToken.map { ["Authorization": .string("Bearer \($0)")] } ?? [:]
+        let connectionInit = try Self.message(["type": "connection_init", "payload": initPayload])
+        let start = try Self.message([
+            "type": "start", "id": .string(Self.operationID),
+            "payload": [
+                "query": .string(request.query), "variables": .dictionary(.init(uniqueKeysWithValues: request.variables.map { ($0, $1) })),
+                "operationName": request.operationName.map(Map.string) ?? .null,
+            ],
+        ])
+        let configuration = WebSocketClientConfiguration(
+            maxFrameSize: Self.maximumReplySize, additionalHeaders: [.secWebSocketProtocol: "graphql-ws"]
+        )
+        let (health, logger) = (health, logger)
+
+        return AsyncThrowingStream { continuation in
+            let connection = Task {
+                do {
+                    try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, logger: logger) { inbound, outbound, _ in
+                        try await outbound.write(.text(connectionInit))
+                        for try await message in inbound.messages(maxSize: Self.maximumReplySize) {
+                            guard case .text(let text) = message,
+                                let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8))
+                            else {
+                                throw GraphQLUpstreamError.invalidReply("a websocket message that is not graphql-ws JSON")
+                            }
+                            switch envelope.type {
+                            case "connection_ack":
+                                health.recordSuccess()
+                                try await outbound.write(.text(start))
+                            case "connection_error":
+                                throw GraphQLUpstreamError.sessionExpired
+                            case "data":
+                                continuation.yield(.next(try Self.bytes(envelope.payload ?? [:])))
+                            case "error":
+                                // Legacy servers send one error object; the refusal is always a list.
+                                let errors: Map = if case .array = envelope.payload { envelope.payload! } else { [envelope.payload ?? [:]] }
+                                continuation.yield(.refused(try Self.bytes(errors)))
+                                return
+                            case "complete":
+                                return
+                            default:
+                                continue  // "ka" and anything newer
+                            }
+                        }
+                    }
+                    continuation.finish()
+                } catch let error as GraphQLUpstreamError {
+                    continuation.finish(throwing: error)
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    health.recordFailure()
+                    continuation.finish(throwing: GraphQLUpstreamError.unreachable(String(describing: error)))
+                }
+            }
+            continuation.onTermination = { _ in connection.cancel() }
+        }
+    }
+
+    private static func message(_ map: Map) throws -> String {
+        String(decoding: try JSONEncoder().encode(map), as: UTF8.self)
+    }
+
+    private static func bytes(_ map: Map) throws -> ByteBuffer {
+        ByteBuffer(bytes: try JSONEncoder().encode(map))
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import HummingbirdWSTesting
+import HummingbirdWebSocket
+import NIOCore
+import NIOWebSocket
+import Testing
+
+@testable import Foyer
+
+/// WebSocket `/graphql` on the embedded task service, in both dialects, over real sockets.
+@Suite struct GraphQLWebSocketTests {
+    /// Sends `messages` once the socket is open, then collects what the server says until `done` says enough
+    /// (or the server closes). Gives the messages and the close frame.
+    static func converse(
+        _ client: some TestClientProtocol, dialect: String, headers: HTTPFields = [:], messages: [String],
+        until done: @escaping @Sendable ([[String: Any]]) -> Bool
+    ) async throws -> (received: [[String: Any]], close: WebSocketCloseFrame?) {
+        let received = Received()
+        var allHeaders = headers
+        allHeaders[.secWebSocketProtocol] = dialect
+        let close = try await client.ws("/graphql", configuration: .init(additionalHeaders: allHeaders)) { inbound, outbound, _ in
+            for message in messages { try await outbound.write(.text(message)) }
+            for try await message in inbound.messages(maxSize: 1 << 20) {
+                guard case .text(let text) = message,
+                    let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+                else { continue }
+                if received.append(object, done) { return }
+            }
+        }
+        return (received.all, close)
+    }
+
+    final class Received: @unchecked Sendable {
+        private let lock = NSLock()
+        private var messages: [[String: Any]] = []
+        func append(_ message: [String: Any], _ done: ([[String: Any]]) -> Bool) -> Bool {
+            lock.withLock { messages.append(message); return done(messages) }
+        }
+        var all: [[String: Any]] { lock.withLock { messages } }
+    }
+
+    static func initMessage(_ token: String) -> String {
+        #"{"type":"connection_init","payload":{"Authorization":"Bearer \#(token)"}}"#
+    }
+
+    static let subscribeToAdded = #"{"query":"subscription { taskAdded { id title status version } }"}"#
+    static let createTask = #"{"query":"mutation { createTask(title: \"Live\", description: \"from a socket\") { id title } }"}"#
+
+    @Test func graphqlTransportWSDeliversTaskAddedToASubscriber() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let (received, _) = try await Self.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [
+                    Self.initMessage(token),
+                    #"{"type":"subscribe","id":"s","payload":\#(Self.subscribeToAdded)}"#,
+                    #"{"type":"ping"}"#,
+                    // A mutation on the same socket: its own result, then the subscriber's event.
+                    #"{"type":"subscribe","id":"m","payload":\#(Self.createTask)}"#,
+                ],
+                until: { messages in messages.contains { $0["type"] as? String == "next" && $0["id"] as? String == "s" } }
+            )
+            #expect(received.first?["type"] as? String == "connection_ack")
+            #expect(received.contains { $0["type"] as? String == "pong" })
+            let mutationResult = try #require(received.first { $0["type"] as? String == "next" && $0["id"] as? String == "m" })
+            let created = ((mutationResult["payload"] as? [String: Any])?["data"] as? [String: Any])?["createTask"] as? [String: Any]
+            #expect(created?["title"] as? String == "Live")
+            #expect(received.contains { $0["type"] as? String == "complete" && $0["id"] as? String == "m" })
+            let event = try #require(received.first { $0["type"] as? String == "next" && $0["id"] as? String == "s" })
+            let added = ((event["payload"] as? [String: Any])?["data"] as? [String: Any])?["taskAdded"] as? [String: Any]
+            #expect(added?["id"] as? String == created?["id"] as? String)
+            #expect(added?["status"] as? String == "OPEN")
+            #expect(added?["version"] as? Int == 1)
+        }
+    }
+
+    @Test func legacyGraphQLWSDeliversUpdatesAndConfirmsAStop() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let created = try await client.execute(
+                uri: "/graphql", method: .post, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: Self.createTask)
+            ) { response in
+                try #require(((response.json()["data"] as? [String: Any])?["createTask"] as? [String: Any])?["id"] as? String)
+            }
+            let update = #"{"query":"mutation { updateTask(id: \"\#(created)\", version: 1, status: COMPLETE) { id } }"}"#
+            let (received, _) = try await Self.converse(
+                client, dialect: "graphql-ws",
+                messages: [
+                    Self.initMessage(token),
+                    #"{"type":"start","id":"1","payload":{"query":"subscription { taskUpdated { id status version } }"}}"#,
+                    #"{"type":"start","id":"2","payload":\#(update)}"#,
+                ],
+                until: { messages in messages.contains { $0["type"] as? String == "data" && $0["id"] as? String == "1" } }
+            )
+            #expect(received.first?["type"] as? String == "connection_ack")
+            #expect(received.contains { $0["type"] as? String == "ka" })
+            let event = try #require(received.first { $0["type"] as? String == "data" && $0["id"] as? String == "1" })
+            let updated = ((event["payload"] as? [String: Any])?["data"] as? [String: Any])?["taskUpdated"] as? [String: Any]
+            #expect(updated?["id"] as? String == created)
+            #expect(updated?["status"] as? String == "COMPLETE")
+            #expect(updated?["version"] as? Int == 2)
+
+            let (stopped, _) = try await Self.converse(
+                client, dialect: "graphql-ws",
+                messages: [Self.initMessage(token), #"{"type":"start","id":"7","payload":\#(Self.subscribeToAdded)}"#, #"{"type":"stop","id":"7"}"#],
+                until: { messages in messages.contains { $0["type"] as? String == "complete" } }
+            )
+            #expect(stopped.last?["id"] as? String == "7")
+        }
+    }
+
+    @Test func invalidSubscriptionsAreRefusedInEachDialectsWay() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let bad = #"{"query":"subscription { taskRemoved { id } }"}"#
+            let (modern, _) = try await Self.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [Self.initMessage(token), #"{"type":"subscribe","id":"x","payload":\#(bad)}"#],
+                until: { $0.contains { $0["type"] as? String == "error" } }
+            )
+            let errors = try #require(modern.last?["payload"] as? [[String: Any]])
+            #expect((errors.first?["message"] as? String)?.contains("taskRemoved") == true)
+
+            let (legacy, _) = try await Self.converse(
+                client, dialect: "graphql-ws",
+                messages: [Self.initMessage(token), #"{"type":"start","id":"x","payload":\#(bad)}"#],
+                until: { $0.contains { $0["type"] as? String == "complete" } }
+            )
+            let data = try #require(legacy.first { $0["type"] as? String == "data" })
+            #expect(((data["payload"] as? [String: Any])?["errors"] as? [Any])?.isEmpty == false)
+        }
+    }
+
+    @Test func withoutASessionTheSocketIsRefused() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (_, modernClose) = try await Self.converse(
+                client, dialect: "graphql-transport-ws", messages: [Self.initMessage("not-a-token")], until: { _ in false }
+            )
+            #expect(modernClose?.closeCode == .unknown(4403))
+
+            let (legacy, _) = try await Self.converse(
+                client, dialect: "graphql-ws", messages: [#"{"type":"connection_init","payload":{}}"#], until: { _ in false }
+            )
+            #expect(legacy.first?["type"] as? String == "connection_error")
+
+            // Subscribing before connection_init is a protocol error in graphql-transport-ws.
+            let (_, early) = try await Self.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [#"{"type":"subscribe","id":"1","payload":\#(Self.subscribeToAdded)}"#], until: { _ in false }
+            )
+            #expect(early?.closeCode == .unknown(4401))
+        }
+    }
+
+    /// (A page of our own opening a socket with the cookie is in the interop tests: this client adds its own Origin.)
+    @Test func theSessionCookieDoesNotCountFromAnotherSite() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let (_, foreign) = try await Self.converse(
+                client, dialect: "graphql-transport-ws", headers: [.cookie: "foyer_session=\(token)", .origin: "https://evil.example"],
+                messages: [#"{"type":"connection_init"}"#], until: { _ in false }
+            )
+            #expect(foreign?.closeCode == .unknown(4403))
+        }
+    }
+
+    @Test func anUpgradeWithoutAKnownSubprotocolIsTold() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: "/graphql", method: .get, headers: [.upgrade: "websocket", .secWebSocketProtocol: "mqtt"]) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.text.contains("graphql-transport-ws"))
+            }
+        }
+    }
+}
