@@ -62,6 +62,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "An AeroGear mobile-services.json naming the upstreams (env FOYER_MOBILE_SERVICES)")
     var mobileServices: String?
 
+    @Option(help: "Keycloak base URL, with or without /auth (env FOYER_KEYCLOAK_URL; default: the keycloak service of --mobile-services, else local accounts)")
+    var keycloakURL: String?
+
+    @Option(help: "Keycloak realm (env FOYER_KEYCLOAK_REALM)")
+    var keycloakRealm: String?
+
+    @Option(help: "Keycloak client id (env FOYER_KEYCLOAK_CLIENT_ID; its secret only from env FOYER_KEYCLOAK_CLIENT_SECRET)")
+    var keycloakClientID: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         var config = FoyerConfig()
@@ -82,6 +91,10 @@ struct Serve: AsyncParsableCommand {
         config.graphQLWebSocketURL = graphqlWebSocketURL ?? environment["FOYER_GRAPHQL_WS_URL"]
         config.graphQLUpstreamToken = environment["FOYER_GRAPHQL_TOKEN"]
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
+        config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]
+        config.keycloakRealm = keycloakRealm ?? environment["FOYER_KEYCLOAK_REALM"]
+        config.keycloakClientID = keycloakClientID ?? environment["FOYER_KEYCLOAK_CLIENT_ID"]
+        config.keycloakClientSecret = environment["FOYER_KEYCLOAK_CLIENT_SECRET"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -67,8 +68,17 @@ import Testing
             let push = try #require(services.first { $0["type"] as? String == "push" })
             #expect(((push["config"] as? [String: Any])?["android"] as? [String: Any])?["variantID"] as? String == "v-android")
 
+            // Its keycloak service is who checks passwords now: here nobody answers there, so sign-in is a 503.
+            try await client.execute(
+                uri: "/api/v1/sessions", method: .post, headers: jsonHeaders,
+                body: ByteBuffer(json: #"{"email": "ada@example.com", "password": "correct horse battery"}"#)
+            ) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect((response.json()["error"] as? String)?.contains("Keycloak cannot be reached") == true)
+            }
             // The sync-app is the upstream: here an address nothing listens on, so /graphql is a 502.
-            let (token, _) = try await signIn(client)
+            let ada = try await harness.database.read { db in try #require(try User.filter(Column("email") == TestUser.ada.email).fetchOne(db)) }
+            let (_, token) = try await SessionStore(database: harness.database).create(for: ada, userAgent: nil, ipAddress: nil)
             let (status, _) = try await graphQL(client, token: token, "{ allTasks { id } }")
             #expect(status == .badGateway)
         }

@@ -19,7 +19,6 @@ public func buildApplication(
     let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL)
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
     let sessions = SessionStore(database: database)
-    let signIn = SignIn(users: users, sessions: sessions, secureCookies: config.secureCookies, trustProxy: config.trustProxy)
     let posts = PostRepository(database: database)
     if let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
         try await SamplePosts.seed(into: posts, author: demo)
@@ -27,6 +26,15 @@ public func buildApplication(
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     var services: [any Service] = []
+    let keycloak = try KeycloakSettings(config: config, mobileServices: mobileServices).map { settings in
+        let http = KeycloakClient.makeHTTPClient()
+        services.append(HTTPClientService(client: http))
+        logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
+        return KeycloakSessions(client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions, logger: logger)
+    }
+    let signIn = SignIn(
+        users: users, sessions: sessions, keycloak: keycloak, secureCookies: config.secureCookies, trustProxy: config.trustProxy
+    )
     let graphQL: any GraphQLExecutor
     if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
         let client = RemoteGraphQLExecutor.makeClient()
@@ -55,7 +63,10 @@ public func buildApplication(
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views).addRoutes(to: router)
-    let upstreamCredentials: @Sendable (Identity) -> UpstreamCredentials = { _ in UpstreamCredentials(bearerToken: upstreamToken) }
+    let upstreamCredentials: UpstreamCredentialSource = { identity in
+        // A Keycloak session relays its own access token; other sessions the configured one, if any.
+        UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken)
+    }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
     let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
     TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials).addRoutes(to: router)

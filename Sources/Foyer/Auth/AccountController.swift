@@ -35,7 +35,7 @@ struct AccountController {
     @Sendable func revokeSession(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
-        guard try await signIn.sessions.revoke(id: id, userId: identity.userId) else {
+        guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with that id.")
         }
         guard id == identity.session.id else { return .seeOther("/account") }

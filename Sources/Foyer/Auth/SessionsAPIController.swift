@@ -56,13 +56,13 @@ struct SessionsAPIController {
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        guard let user = try await signIn.users.authenticate(email: credentials.email, password: credentials.password) else {
+        guard let verified = try await signIn.verify(login: credentials.email, password: credentials.password) else {
             var response = Response.json(["error": SignIn.wrongCredentials], status: .unauthorized)
             response.headers[.wwwAuthenticate] = "Bearer"
             return response
         }
-        let (session, token) = try await signIn.openSession(for: user, request: request, context: context)
-        var response = Response.json(SessionJSON(session, user: user, current: true), status: .created)
+        let (session, token) = try await signIn.openSession(for: verified, request: request, context: context)
+        var response = Response.json(SessionJSON(session, user: verified.user, current: true), status: .created)
         response.headers[.xSessionToken] = token
         response.headers[.cacheControl] = "no-store"
         response.setCookie(signIn.cookie(token: token, request: request))
@@ -80,7 +80,7 @@ struct SessionsAPIController {
         let identity = try context.requireIdentity()
         let requested = try context.parameters.require("id")
         let id = requested == "current" ? identity.session.id : requested
-        guard try await signIn.sessions.revoke(id: id, userId: identity.userId) else {
+        guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with id \(requested)")
         }
         var response = Response(status: .noContent)

@@ -8,15 +8,52 @@ struct SignIn: Sendable {
 
     let users: UserRepository
     let sessions: SessionStore
+    /// When set, passwords are checked by the Keycloak realm and its tokens kept with each session.
+    let keycloak: KeycloakSessions?
     let secureCookies: Bool
     let trustProxy: Bool
 
-    func openSession(for user: User, request: Request, context: FoyerRequestContext) async throws -> (AuthSession, token: String) {
-        try await sessions.create(
-            for: user,
+    /// Someone whose password checked out, with the Keycloak tokens that came with it (if Keycloak checked it).
+    struct Verified {
+        let user: User
+        let keycloakTokens: KeycloakTokenSet?
+    }
+
+    /// Checks a login (an email, or a Keycloak username) and password with whoever holds the accounts;
+    /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password.
+    func verify(login: String, password: String) async throws -> Verified? {
+        guard let keycloak else {
+            return try await users.authenticate(email: login, password: password).map { Verified(user: $0, keycloakTokens: nil) }
+        }
+        do {
+            return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
+        } catch let error as KeycloakError {
+            switch error {
+            case .unavailable, .invalidGrant:
+                throw AppError(.serviceUnavailable, title: "Sign-in unavailable", message: "\(error). Try again in a moment.")
+            case .refused:
+                throw AppError(.badGateway, title: "Sign-in misconfigured", message: "\(error)")
+            }
+        }
+    }
+
+    func openSession(for verified: Verified, request: Request, context: FoyerRequestContext) async throws -> (AuthSession, token: String) {
+        let (session, token) = try await sessions.create(
+            for: verified.user,
             userAgent: request.headers[.userAgent],
             ipAddress: request.clientIP(context: context, trustProxy: trustProxy)
         )
+        if let tokens = verified.keycloakTokens {
+            try await keycloak?.keep(tokens, forSession: session.id)
+        }
+        return (session, token)
+    }
+
+    /// Ends one of the user's sessions, and its Keycloak session with it; false when it is not theirs or not live.
+    func revoke(session id: String, userId: Int64) async throws -> Bool {
+        guard try await sessions.revoke(id: id, userId: userId) else { return false }
+        try await keycloak?.logout(session: id)
+        return true
     }
 
     func cookie(token: String, request: Request) -> Cookie {

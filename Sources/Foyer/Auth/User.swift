@@ -10,6 +10,8 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var email: String
     public var passwordHash: String
     public var createdAt: Date
+    /// The Keycloak realm's `sub`, for users who sign in there; nil for local accounts.
+    public var keycloakSubject: String? = nil
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
@@ -22,6 +24,10 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     }
 
     public var publicView: Public { Public(id: id ?? 0, email: email) }
+
+    /// Keycloak users have no local password: theirs is checked by the realm.
+    static let noLocalPassword = "!keycloak"
+    var signsInWithKeycloak: Bool { passwordHash == Self.noLocalPassword }
 
     static func normalize(email: String) -> String {
         email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
@@ -85,7 +91,7 @@ public struct UserRepository: Sendable {
         let user = try await database.read { db in
             try User.filter(Column("email") == normalized).fetchOne(db)
         }
-        guard let user else {
+        guard let user, !user.signsInWithKeycloak else {
             try await passwords.verifyDecoy(password)
             return nil
         }

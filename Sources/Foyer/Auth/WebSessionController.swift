@@ -32,14 +32,14 @@ struct WebSessionController {
         let email = fields["email"] ?? ""
         let returnTo = fields["return_to"]
         guard !email.isEmpty, let password = fields["password"], !password.isEmpty,
-            let user = try await signIn.users.authenticate(email: email, password: password)
+            let verified = try await signIn.verify(login: email, password: password)
         else {
             return Self.signInPage(
                 request: request, context: context, views: views, email: email, returnTo: returnTo,
                 message: SignIn.wrongCredentials, status: .unprocessableContent
             )
         }
-        let (_, token) = try await signIn.openSession(for: user, request: request, context: context)
+        let (_, token) = try await signIn.openSession(for: verified, request: request, context: context)
         // A native shell shows sign-in as a modal: dismiss it and reload the screen that asked for it.
         var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh)
         response.setCookie(signIn.cookie(token: token, request: request))
@@ -48,7 +48,7 @@ struct WebSessionController {
 
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         if let identity = context.identity {
-            _ = try await signIn.sessions.revoke(id: identity.session.id, userId: identity.userId)
+            _ = try await signIn.revoke(session: identity.session.id, userId: identity.userId)
         }
         var response = Response.seeOther("/")
         response.setCookie(signIn.expiredCookie(request: request))

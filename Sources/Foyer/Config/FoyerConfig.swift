@@ -39,6 +39,14 @@ public struct FoyerConfig: Sendable {
     /// A token attached as `Authorization: Bearer` to every upstream GraphQL call (until Keycloak relays per-user tokens).
     public var graphQLUpstreamToken: String?
 
+    /// Keycloak: base URL (with or without `/auth`), realm and client. Unset: local accounts only, unless the
+    /// mobile-services.json names a keycloak service.
+    public var keycloakURL: String?
+    public var keycloakRealm: String?
+    public var keycloakClientID: String?
+    /// Only ever from the environment; nil for a public client.
+    public var keycloakClientSecret: String?
+
     public init() {}
 
     var templatesDirectory: String { resourcesDirectory + "/Templates" }

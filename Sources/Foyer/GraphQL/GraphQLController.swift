@@ -9,7 +9,7 @@ struct GraphQLController {
     static let maximumBodySize = 1 << 20
     let executor: any GraphQLExecutor
     /// The upstream credentials of a caller (for now a configured static token, or none).
-    let credentials: @Sendable (Identity) -> UpstreamCredentials
+    let credentials: UpstreamCredentialSource
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         router.post("/graphql", use: post)
@@ -71,7 +71,7 @@ struct GraphQLController {
             }
         }
         do {
-            let reply = try await executor.execute(graphQLRequest, credentials: credentials(identity))
+            let reply = try await executor.execute(graphQLRequest, credentials: try await credentials(identity))
             return Response.json(encoded: reply.body, status: reply.status)
         } catch let error as GraphQLUpstreamError {
             var response = Self.refusal(error.status, error.message, code: "UPSTREAM_\(error.status.code)")

@@ -25,6 +25,10 @@ struct UpstreamCredentials: Sendable {
     var bearerToken: String?
 }
 
+/// The upstream credentials of a signed-in caller: a configured static token, or their session's Keycloak access
+/// token (refreshed when about to expire; AuthenticationRequired when Keycloak ended the session).
+typealias UpstreamCredentialSource = @Sendable (Identity) async throws -> UpstreamCredentials
+
 struct GraphQLReply: Sendable {
     var status: HTTPResponse.Status
     var body: ByteBuffer

@@ -34,7 +34,7 @@ enum GraphQLWebSocketDialect: String, Sendable {
 struct GraphQLWebSocketController {
     let executor: any GraphQLExecutor
     let sessions: SessionStore
-    let credentials: @Sendable (Identity) -> UpstreamCredentials
+    let credentials: UpstreamCredentialSource
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
         router.ws("/graphql") { request, _ in
@@ -244,12 +244,13 @@ private struct GraphQLSocketConnection: Sendable {
             return
         }
         let isSubscription = document.flatMap { GraphQLController.operation(in: $0, named: request.operationName) } == .subscription
-        let (executor, credentials, dialect, shared) = (controller.executor, controller.credentials(identity), dialect, shared)
+        let (executor, credentialSource, dialect, shared) = (controller.executor, controller.credentials, dialect, shared)
         let run = UUID()
         shared.operations.withLockedValue { operations in
             let task = Task {
                 defer { shared.operations.withLockedValue { if $0[id]?.run == run { $0[id] = nil } } }
                 do {
+                    let credentials = try await credentialSource(identity)
                     if isSubscription {
                         for try await event in try await executor.subscribe(request, credentials: credentials) {
                             guard !Task.isCancelled else { return }
@@ -273,6 +274,9 @@ private struct GraphQLSocketConnection: Sendable {
                     }
                     guard !Task.isCancelled else { return }
                     send.yield(.text(Self.envelope("complete", id: id, payload: nil)))
+                } catch is AuthenticationRequired {
+                    guard !Task.isCancelled else { return }
+                    Self.fail(id, errors: Self.errorList("The session ended: sign in again", code: "UNAUTHENTICATED"), dialect: dialect, send: send)
                 } catch let error as GraphQLUpstreamError {
                     guard !Task.isCancelled else { return }
                     Self.fail(id, errors: Self.errorList(error.message, code: "UPSTREAM_\(error.status.code)"), dialect: dialect, send: send)

@@ -70,6 +70,19 @@ public enum FoyerDatabase {
                 t.primaryKey(["user_id", "key"])
             }
         }
+        migrator.registerMigration("v5: Keycloak accounts and their tokens") { db in
+            // The realm's `sub` for users who sign in with Keycloak; their password_hash is unusable.
+            try db.alter(table: "users") { t in t.add(column: "keycloak_subject", .text) }
+            try db.create(index: "users_by_keycloak_subject", on: "users", columns: ["keycloak_subject"], unique: true)
+            // Tokens stay server-side, one set per Foyer session.
+            try db.create(table: "keycloak_tokens") { t in
+                t.primaryKey("session_id", .text).references("sessions", onDelete: .cascade)
+                t.column("access_token", .text).notNull()
+                t.column("refresh_token", .text)
+                t.column("id_token", .text)
+                t.column("access_expires_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

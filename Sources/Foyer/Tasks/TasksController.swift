@@ -8,7 +8,7 @@ struct TasksController {
     static let perPage = 20
     let tasks: TaskRepository
     let views: Views
-    let credentials: @Sendable (Identity) -> UpstreamCredentials
+    let credentials: UpstreamCredentialSource
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         router.get("/tasks", use: index)
@@ -28,7 +28,7 @@ struct TasksController {
         let paging = try Paging(request, defaultPerPage: Self.perPage)
         // One more than a page tells whether there is a next one.
         let read = try await tasks.list(
-            first: paging.perPage + 1, after: paging.offset, for: identity, credentials: credentials(identity)
+            first: paging.perPage + 1, after: paging.offset, for: identity, credentials: try await credentials(identity)
         )
         let hasNext = read.value.count > paging.perPage
         let items = Array(read.value.prefix(paging.perPage))
@@ -42,7 +42,7 @@ struct TasksController {
     @Sendable func indexJSON(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let paging = try Paging(request, defaultPerPage: Self.perPage)
-        let read = try await tasks.list(first: paging.perPage, after: paging.offset, for: identity, credentials: credentials(identity))
+        let read = try await tasks.list(first: paging.perPage, after: paging.offset, for: identity, credentials: try await credentials(identity))
         var response = Response.json(read.value)
         // Native screens can show their own offline banner from this.
         if let copy = read.offlineCopyFrom { response.headers[.xOfflineCopyFrom] = copy.formatted(.iso8601) }
@@ -67,7 +67,7 @@ struct TasksController {
         if let errors = fields.errors {
             return form(request: request, context: context, fields: fields, task: nil, errors: errors, status: .unprocessableContent)
         }
-        let task = try await tasks.create(title: fields.title, description: fields.description, status: fields.status, credentials: credentials(identity))
+        let task = try await tasks.create(title: fields.title, description: fields.description, status: fields.status, credentials: try await credentials(identity))
         return .afterSubmit(request, redirectTo: "/tasks/\(task.id)", native: .refresh)
     }
 
@@ -89,7 +89,7 @@ struct TasksController {
         do {
             guard try await tasks.update(
                 id, version: fields.version ?? 0, title: fields.title, description: fields.description, status: fields.status,
-                credentials: credentials(identity)
+                credentials: try await credentials(identity)
             ) != nil else { throw Self.notFound(id) }
         } catch let conflict as TaskConflict {
             return conflictPage(request: request, context: context, server: conflict.server, mine: current)
@@ -107,7 +107,7 @@ struct TasksController {
             throw AppError(.unprocessableContent, message: "Send a status (OPEN, ASSIGNED or COMPLETE) and the version you saw.")
         }
         do {
-            guard try await tasks.update(id, version: version, title: nil, description: nil, status: status, credentials: credentials(identity)) != nil
+            guard try await tasks.update(id, version: version, title: nil, description: nil, status: status, credentials: try await credentials(identity)) != nil
             else { throw Self.notFound(id) }
         } catch let conflict as TaskConflict {
             let mine = TaskItem(id: id, version: version, title: conflict.server.title, description: conflict.server.description, status: status)
@@ -119,7 +119,7 @@ struct TasksController {
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
-        guard try await tasks.delete(id: id, for: identity, credentials: credentials(identity)) else { throw Self.notFound(id) }
+        guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
         return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
     }
 
@@ -127,7 +127,7 @@ struct TasksController {
     private func find(_ context: FoyerRequestContext) async throws -> (TaskItem, Date?) {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
-        let read = try await tasks.get(id: id, for: identity, credentials: credentials(identity))
+        let read = try await tasks.get(id: id, for: identity, credentials: try await credentials(identity))
         guard let task = read.value else { throw Self.notFound(id) }
         return (task, read.offlineCopyFrom)
     }

@@ -1,0 +1,189 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// What Keycloak hands out at its token endpoint.
+struct KeycloakTokenSet: Sendable, Decodable {
+    let accessToken: String
+    let expiresIn: Int
+    let refreshToken: String?
+    let idToken: String?
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token", expiresIn = "expires_in", refreshToken = "refresh_token", idToken = "id_token"
+    }
+
+    /// The claims of the ID token (else the access token). The token endpoint answered us directly over the
+    /// connection we opened, so these are read, not verified (OpenID Connect Core §3.1.3.7, item 6).
+    var claims: [String: Any] {
+        JWTPayload.unverified(idToken ?? accessToken) ?? [:]
+    }
+}
+
+enum KeycloakError: Error, CustomStringConvertible {
+    /// Not reachable, or it answered with something that is not OAuth: a 503 for our callers.
+    case unavailable(String)
+    /// A wrong password, or a refresh token Keycloak no longer honours.
+    case invalidGrant(String)
+    /// Any other OAuth error (`invalid_client`, `unauthorized_client`, …): our configuration is wrong.
+    case refused(status: Int, error: String, description: String)
+
+    var description: String {
+        switch self {
+        case .unavailable(let reason): "Keycloak cannot be reached: \(reason)"
+        case .invalidGrant(let reason): "Keycloak refused the grant: \(reason)"
+        case .refused(let status, let error, let description): "Keycloak answered \(status) \(error): \(description)"
+        }
+    }
+}
+
+/// Foyer as an OpenID Connect client of one Keycloak realm: discovery (kept once fetched), the password and
+/// refresh grants, back-channel logout. Client credentials go as HTTP Basic, or as `client_id` alone for a
+/// public client.
+final class KeycloakClient: Sendable {
+    struct Endpoints: Sendable, Decodable {
+        let issuer: String
+        let authorizationEndpoint: String
+        let tokenEndpoint: String
+        let jwksURI: String
+        let userinfoEndpoint: String?
+        let endSessionEndpoint: String?
+
+        enum CodingKeys: String, CodingKey {
+            case issuer, authorizationEndpoint = "authorization_endpoint", tokenEndpoint = "token_endpoint"
+            case jwksURI = "jwks_uri", userinfoEndpoint = "userinfo_endpoint", endSessionEndpoint = "end_session_endpoint"
+        }
+    }
+
+    static let timeout: TimeAmount = .seconds(10)
+
+    let settings: KeycloakSettings
+    let http: HTTPClient
+    private let discovered = NIOLockedValueBox<Endpoints?>(nil)
+
+    /// Redirects are not followed: a token endpoint that redirects is misconfigured, and we should say so.
+    static func makeHTTPClient() -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
+        )
+    }
+
+    init(settings: KeycloakSettings, http: HTTPClient) {
+        self.settings = settings
+        self.http = http
+    }
+
+    /// The realm's endpoints; fetched on first use and kept. While Keycloak is unreachable every caller hears so.
+    func endpoints() async throws -> Endpoints {
+        if let endpoints = discovered.withLockedValue({ $0 }) { return endpoints }
+        let (status, body) = try await send(HTTPClientRequest(url: settings.discoveryURL))
+        guard status == 200, let endpoints = try? JSONDecoder().decode(Endpoints.self, from: body) else {
+            throw KeycloakError.unavailable("discovery at \(settings.discoveryURL) answered \(status), not an OpenID configuration")
+        }
+        discovered.withLockedValue { $0 = endpoints }
+        return endpoints
+    }
+
+    func passwordGrant(username: String, password: String) async throws -> KeycloakTokenSet {
+        try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid"])
+    }
+
+    func refresh(_ refreshToken: String) async throws -> KeycloakTokenSet {
+        try await tokenRequest(["grant_type": "refresh_token", "refresh_token": refreshToken])
+    }
+
+    /// Ends the user's Keycloak session behind a refresh token: `POST …/logout`, 204.
+    func logout(refreshToken: String) async throws {
+        let endpoints = try await endpoints()
+        let logoutURL = endpoints.endSessionEndpoint ?? settings.realmURL + "/protocol/openid-connect/logout"
+        let (status, body) = try await send(formRequest(logoutURL, ["refresh_token": refreshToken]))
+        guard (200..<300).contains(status) else { throw Self.oauthError(status: status, body: body) }
+    }
+
+    private func tokenRequest(_ fields: [String: String]) async throws -> KeycloakTokenSet {
+        let endpoints = try await endpoints()
+        let (status, body) = try await send(formRequest(endpoints.tokenEndpoint, fields))
+        guard status == 200 else { throw Self.oauthError(status: status, body: body) }
+        do {
+            return try JSONDecoder().decode(KeycloakTokenSet.self, from: body)
+        } catch {
+            throw KeycloakError.unavailable("the token endpoint answered 200 without tokens")
+        }
+    }
+
+    private func formRequest(_ url: String, _ fields: [String: String]) -> HTTPClientRequest {
+        var fields = fields
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        if let secret = settings.clientSecret {
+            let credentials = Data("\(FormEncoding.escape(settings.clientID)):\(FormEncoding.escape(secret))".utf8).base64EncodedString()
+            request.headers.add(name: "Authorization", value: "Basic \(credentials)")
+        } else {
+            fields["client_id"] = settings.clientID
+        }
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
+        return request
+    }
+
+    private func send(_ request: HTTPClientRequest) async throws -> (status: Int, body: Data) {
+        var request = request
+        request.headers.add(name: "Accept", value: "application/json")
+        do {
+            let response = try await http.execute(request, timeout: Self.timeout)
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return (Int(response.status.code), Data(buffer: body))
+        } catch {
+            throw KeycloakError.unavailable(String(describing: error))
+        }
+    }
+
+    /// Keycloak's `{"error", "error_description"}`; `invalid_grant` is a 400 or (wrong password) a 401.
+    private static func oauthError(status: Int, body: Data) -> KeycloakError {
+        struct OAuthError: Decodable {
+            let error: String
+            let error_description: String?
+        }
+        guard let parsed = try? JSONDecoder().decode(OAuthError.self, from: body) else {
+            return .unavailable("it answered \(status) without an OAuth error")
+        }
+        let description = parsed.error_description ?? parsed.error
+        if parsed.error == "invalid_grant" { return .invalidGrant(description) }
+        return .refused(status: status, error: parsed.error, description: description)
+    }
+}
+
+/// `application/x-www-form-urlencoded`, as OAuth token endpoints read it.
+enum FormEncoding {
+    private static let unreserved: CharacterSet = {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return allowed
+    }()
+
+    static func escape(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value
+    }
+
+    static func encode(_ fields: [String: String]) -> String {
+        fields.sorted { $0.key < $1.key }.map { "\(escape($0.key))=\(escape($0.value))" }.joined(separator: "&")
+    }
+}
+
+/// The payload of a compact JWS, unverified.
+enum JWTPayload {
+    static func unverified(_ token: String) -> [String: Any]? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = base64URLDecoded(parts[1]) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+
+    static func base64URLDecoded(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,30 @@
+/// Which realm and client Foyer signs users in with: from flags or env, else from mobile-services.json.
+/// The client secret comes from the environment only, so it never sits in a file apps download.
+struct KeycloakSettings: Sendable, Equatable {
+    /// Without a trailing slash; ends in `/auth` on old servers, not on new ones. Discovery sorts out the rest.
+    let baseURL: String
+    let realm: String
+    let clientID: String
+    let clientSecret: String?
+
+    init?(config: FoyerConfig, mobileServices: MobileServices?) throws {
+        let fromFile = mobileServices?.keycloak
+        guard let base = config.keycloakURL ?? fromFile?.authServerURL else { return nil }
+        guard let realm = config.keycloakRealm ?? fromFile?.realm, !realm.isEmpty else {
+            throw StartupError("Keycloak: \(base) is configured without a realm (--keycloak-realm or FOYER_KEYCLOAK_REALM)")
+        }
+        guard let clientID = config.keycloakClientID ?? fromFile?.clientID, !clientID.isEmpty else {
+            throw StartupError("Keycloak: \(base) is configured without a client id (--keycloak-client-id or FOYER_KEYCLOAK_CLIENT_ID)")
+        }
+        guard base.hasPrefix("http://") || base.hasPrefix("https://") else {
+            throw StartupError("Keycloak: the base URL must start with http:// or https://, got \(base)")
+        }
+        baseURL = base.hasSuffix("/") ? String(base.dropLast()) : base
+        self.realm = realm
+        self.clientID = clientID
+        clientSecret = config.keycloakClientSecret.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    var realmURL: String { "\(baseURL)/realms/\(realm)" }
+    var discoveryURL: String { realmURL + "/.well-known/openid-configuration" }
+}

@@ -1,0 +1,174 @@
+"""nanoidp (a real OIDC provider) behind Keycloak's URL layout: the OIDC peer Foyer's Keycloak tests run against.
+
+Run: python keycloak_adapter.py PORT WORKDIR
+Env: OIDC_REALM              realm name (default showcase)
+     OIDC_CLIENT_ID          confidential client Foyer uses (default foyer)
+     OIDC_CLIENT_SECRET      its secret (default foyer-secret), HTTP Basic at the token endpoint
+     OIDC_REDIRECT_URIS      comma-separated redirect URIs allowed for it
+     OIDC_EXPIRES_IN         when set, the `expires_in` token responses announce (seconds): a short lifetime
+                             without waiting out nanoidp's one-minute minimum
+
+What the adapter adds to nanoidp, each a Keycloak behaviour Foyer relies on:
+- `/realms/{realm}/protocol/openid-connect/{auth,token,userinfo,certs,logout,revoke,token/introspect}` and
+  `/realms/{realm}/.well-known/openid-configuration` naming those paths;
+- a wrong password on the password grant is `401 invalid_grant` (nanoidp says 400);
+- back-channel logout: `POST …/logout` with `refresh_token` and client credentials revokes it and answers 204
+  (nanoidp's /logout is the browser end-session page).
+Users: ada / "ada password" (realm roles user, admin), bob / "bob password" (user).
+"""
+import io
+import json
+import os
+import pathlib
+import sys
+import textwrap
+
+REALM = os.environ.get("OIDC_REALM", "showcase")
+CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "foyer")
+CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "foyer-secret")
+KEYCLOAK_ENDPOINTS = {
+    "auth": "/authorize",
+    "token": "/token",
+    "userinfo": "/userinfo",
+    "certs": "/.well-known/jwks.json",
+    "revoke": "/revoke",
+    "token/introspect": "/introspect",
+    "logout": "/logout",
+}
+
+
+def write_config(workdir: pathlib.Path, port: int) -> pathlib.Path:
+    config = workdir / "nanoidp"
+    config.mkdir(parents=True, exist_ok=True)
+    redirect_uris = [uri for uri in os.environ.get("OIDC_REDIRECT_URIS", "").split(",") if uri]
+    (config / "settings.yaml").write_text(textwrap.dedent(f"""\
+        config_version: 1
+        server: {{host: "127.0.0.1", port: {port}}}
+        oauth:
+          issuer: "http://127.0.0.1:{port}/realms/{REALM}"
+          audience: "{CLIENT_ID}"
+          token_expiry_minutes: 1
+          refresh_token_rotation: true
+          clients:
+            - client_id: "{CLIENT_ID}"
+              client_secret: "{CLIENT_SECRET}"
+              redirect_uris: {json.dumps(redirect_uris)}
+        jwt:
+          keys_dir: "{config / 'keys'}"
+        """))
+    (config / "users.yaml").write_text(textwrap.dedent("""\
+        config_version: 1
+        users:
+          ada:
+            password: "ada password"
+            email: "ada@example.org"
+            roles: ["user", "admin"]
+          bob:
+            password: "bob password"
+            email: "bob@example.org"
+            roles: ["user"]
+        """))
+    return config
+
+
+class KeycloakLayout:
+    """WSGI middleware: Keycloak's paths in, nanoidp's out, and the Keycloak behaviours nanoidp lacks."""
+
+    def __init__(self, app, issuer: str):
+        self.app = app
+        self.issuer = issuer
+        self.prefix = f"/realms/{REALM}"
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/auth/realms/"):  # old Keycloak's base URL ends in /auth
+            path = path[len("/auth"):]
+        if path == self.prefix + "/.well-known/openid-configuration":
+            return self.discovery(environ, start_response)
+        endpoint = path[len(self.prefix + "/protocol/openid-connect/"):] if path.startswith(self.prefix + "/protocol/openid-connect/") else None
+        if endpoint == "logout" and environ["REQUEST_METHOD"] == "POST" and b"refresh_token=" in self.peek_body(environ):
+            return self.back_channel_logout(environ, start_response)
+        if endpoint in KEYCLOAK_ENDPOINTS:
+            environ["PATH_INFO"] = KEYCLOAK_ENDPOINTS[endpoint]
+        elif path.startswith(self.prefix + "/"):
+            environ["PATH_INFO"] = path[len(self.prefix):]
+        if endpoint == "token":
+            return self.token(environ, start_response)
+        return self.app(environ, start_response)
+
+    def peek_body(self, environ) -> bytes:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)
+        return body
+
+    def call(self, environ):
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+
+        body = b"".join(self.app(environ, capture))
+        return captured["status"], captured["headers"], body
+
+    def discovery(self, environ, start_response):
+        environ["PATH_INFO"] = "/.well-known/openid-configuration"
+        status, headers, body = self.call(environ)
+        document = json.loads(body)
+        base = self.issuer + "/protocol/openid-connect/"
+        document.update({
+            "issuer": self.issuer,
+            "authorization_endpoint": base + "auth",
+            "token_endpoint": base + "token",
+            "userinfo_endpoint": base + "userinfo",
+            "jwks_uri": base + "certs",
+            "end_session_endpoint": base + "logout",
+            "revocation_endpoint": base + "revoke",
+            "introspection_endpoint": base + "token/introspect",
+        })
+        payload = json.dumps(document).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        return [payload]
+
+    def token(self, environ, start_response):
+        form = self.peek_body(environ)
+        status, headers, body = self.call(environ)
+        if status.startswith("400") and b"grant_type=password" in form and b'"invalid_grant"' in body:
+            status = "401 Unauthorized"
+        expires_in = os.environ.get("OIDC_EXPIRES_IN")
+        if expires_in and status.startswith("200"):
+            document = json.loads(body)
+            document["expires_in"] = int(expires_in)
+            body = json.dumps(document).encode()
+        headers = [(name, value) for name, value in headers if name.lower() != "content-length"]
+        start_response(status, headers + [("Content-Length", str(len(body)))])
+        return [body]
+
+    def back_channel_logout(self, environ, start_response):
+        """Keycloak's `POST logout` with a refresh token: that session ends; 204."""
+        from urllib.parse import parse_qs, urlencode
+        form = parse_qs(self.peek_body(environ).decode())
+        revoke_body = urlencode({"token": form["refresh_token"][0], "token_type_hint": "refresh_token"}).encode()
+        environ.update({
+            "PATH_INFO": "/revoke", "CONTENT_LENGTH": str(len(revoke_body)), "wsgi.input": io.BytesIO(revoke_body),
+            "CONTENT_TYPE": "application/x-www-form-urlencoded",
+        })
+        status, headers, body = self.call(environ)
+        if not status.startswith("200"):
+            start_response(status, headers)
+            return [body]
+        start_response("204 No Content", [])
+        return [b""]
+
+
+def main():
+    port, workdir = int(sys.argv[1]), pathlib.Path(sys.argv[2])
+    config = write_config(workdir, port)
+    from nanoidp.app import create_app
+    from werkzeug.serving import run_simple
+
+    app = create_app(str(config))
+    run_simple("127.0.0.1", port, KeycloakLayout(app, f"http://127.0.0.1:{port}/realms/{REALM}"), threaded=True)
+
+
+if __name__ == "__main__":
+    main()
