@@ -30,12 +30,14 @@ def wait_until_listening(port: int, process: subprocess.Popen, log_path: pathlib
 class TaskServer:
     """The ariadne showcase task server (Tests/Interop/peers), in its own venv. Can be stopped and started again."""
 
-    def __init__(self, workdir: pathlib.Path, token: str, on_denied: str = "forbidden"):
+    def __init__(self, workdir: pathlib.Path, token: str | None, on_denied: str = "forbidden", extra_env=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.token = token
         self.workdir = workdir
-        self.env = dict(os.environ, TASK_SERVER_TOKEN=token, TASK_SERVER_ON_DENIED=on_denied)
+        self.env = dict(os.environ, TASK_SERVER_ON_DENIED=on_denied, **(extra_env or {}))
+        if token:
+            self.env["TASK_SERVER_TOKEN"] = token
         self.process = None
         self.start()
 
@@ -58,6 +60,42 @@ class TaskServer:
         self.log.close()
 
 
+class KeycloakPeer:
+    """nanoidp behind Keycloak's URL layout (Tests/Interop/peers/keycloak_adapter.py), realm `showcase`,
+    confidential client `foyer`; users ada and bob."""
+    realm = "showcase"
+    client_id = "foyer"
+    client_secret = "foyer-secret"
+
+    def __init__(self, workdir: pathlib.Path, redirect_uris=(), expires_in: int | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.issuer = f"{self.url}/realms/{self.realm}"
+        python = REPO / ".venv-oidc/bin/python"
+        if not python.exists():
+            pytest.exit("no .venv-oidc: scripts/test installs the OIDC provider peer", returncode=2)
+        env = dict(os.environ, OIDC_REALM=self.realm, OIDC_CLIENT_ID=self.client_id, OIDC_CLIENT_SECRET=self.client_secret,
+                   OIDC_REDIRECT_URIS=",".join(redirect_uris))
+        if expires_in:
+            env["OIDC_EXPIRES_IN"] = str(expires_in)
+        log_path = workdir / f"oidc-{self.port}.log"
+        self.log = open(log_path, "a")
+        self.process = subprocess.Popen(
+            [str(python), str(REPO / "Tests/Interop/peers/keycloak_adapter.py"), str(self.port), str(workdir)],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until_listening(self.port, self.process, log_path, "the OIDC provider")
+
+    def foyer_args(self) -> list[str]:
+        return ["--keycloak-url", self.url, "--keycloak-realm", self.realm, "--keycloak-client-id", self.client_id]
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+        self.log.close()
+
+
 def foyer_binary() -> str:
     binary = os.environ.get("FOYER_BINARY") or str(REPO / ".build/debug/foyer")
     if not os.access(binary, os.X_OK):
@@ -72,8 +110,8 @@ def free_port() -> int:
 
 
 class RunningServer:
-    def __init__(self, workdir: pathlib.Path, extra_env=None, extra_args=()):
-        self.port = free_port()
+    def __init__(self, workdir: pathlib.Path, extra_env=None, extra_args=(), port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database = workdir / "foyer.sqlite"
         self.log_path = workdir / "server.log"

@@ -20,9 +20,6 @@ public func buildApplication(
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
     let sessions = SessionStore(database: database)
     let posts = PostRepository(database: database)
-    if let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
-        try await SamplePosts.seed(into: posts, author: demo)
-    }
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     var services: [any Service] = []
@@ -31,6 +28,10 @@ public func buildApplication(
         services.append(HTTPClientService(client: http))
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
         return KeycloakSessions(client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions, logger: logger)
+    }
+    // A local demo account is no use when the realm checks every password.
+    if keycloak == nil, let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
+        try await SamplePosts.seed(into: posts, author: demo)
     }
     let signIn = SignIn(
         users: users, sessions: sessions, keycloak: keycloak, secureCookies: config.secureCookies, trustProxy: config.trustProxy

@@ -88,11 +88,24 @@ final class KeycloakClient: Sendable {
     }
 
     func passwordGrant(username: String, password: String) async throws -> KeycloakTokenSet {
-        try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid"])
+        try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid email profile"])
     }
 
     func refresh(_ refreshToken: String) async throws -> KeycloakTokenSet {
         try await tokenRequest(["grant_type": "refresh_token", "refresh_token": refreshToken])
+    }
+
+    /// The userinfo claims for an access token (Keycloak's tokens may leave the email out; userinfo has it).
+    func userinfo(accessToken: String) async throws -> [String: Any] {
+        let endpoints = try await endpoints()
+        guard let url = endpoints.userinfoEndpoint else { return [:] }
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
+        let (status, body) = try await send(request)
+        guard status == 200, let claims = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
+            throw KeycloakError.unavailable("userinfo answered \(status)")
+        }
+        return claims
     }
 
     /// Ends the user's Keycloak session behind a refresh token: `POST …/logout`, 204.

@@ -44,7 +44,13 @@ final class KeycloakSessions: Sendable {
         } catch KeycloakError.invalidGrant {
             return nil
         }
-        return (try await user(for: tokens.claims), tokens)
+        var claims = tokens.claims
+        if claims["email"] == nil {
+            // userinfo must speak of the same subject (OpenID Connect Core §5.3.2), or it is not used.
+            let info = try await client.userinfo(accessToken: tokens.accessToken)
+            if info["sub"] as? String == claims["sub"] as? String { claims.merge(info) { token, _ in token } }
+        }
+        return (try await user(for: claims), tokens)
     }
 
     /// The Foyer user for a Keycloak identity: matched by `sub`; else a local account with the same *verified*

@@ -6,6 +6,8 @@ client offers: legacy `graphql-ws` (what the showcase server speaks) or `graphql
 
 Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer <it>` (websockets: in the
                            connection_init payload)
+     TASK_SERVER_JWKS_URL  when set instead, the bearer must be an RS256 JWT signed by a key of that JWKS, with
+                           issuer TASK_SERVER_ISSUER, not expired: Keycloak's tokens, relayed by Foyer
      TASK_SERVER_ON_DENIED `forbidden` (default: 403 "Access denied", as keycloak-connect answers) or
                            `redirect` (302 to a Keycloak login page, as the other keycloak-connect setting does)
 """
@@ -113,8 +115,7 @@ vars(schema.type_map["TaskStatus"]).pop("parse_value", None)
 
 
 def check_connection_token(_websocket, payload):
-    token = os.environ.get("TASK_SERVER_TOKEN")
-    if token and (payload or {}).get("Authorization") != f"Bearer {token}":
+    if not bearer_accepted((payload or {}).get("Authorization", "")):
         raise WebSocketConnectionError({"message": "Access denied"})
 
 
@@ -129,12 +130,41 @@ def graphql_app(scope, receive, send):
     return chosen(scope, receive, send)
 
 
+def bearer_accepted(authorization: str) -> bool:
+    """What keycloak-connect checks: the configured token, or a realm-signed, unexpired JWT of the right issuer."""
+    token = os.environ.get("TASK_SERVER_TOKEN")
+    if token:
+        return authorization == f"Bearer {token}"
+    jwks_url = os.environ.get("TASK_SERVER_JWKS_URL")
+    if jwks_url:
+        if not authorization.startswith("Bearer "):
+            return False
+        import jwt
+        try:
+            jwt_token = authorization[len("Bearer "):]
+            key = jwks_client(jwks_url).get_signing_key_from_jwt(jwt_token)
+            jwt.decode(jwt_token, key.key, algorithms=["RS256"], issuer=os.environ["TASK_SERVER_ISSUER"], options={"verify_aud": False})
+            return True
+        except jwt.PyJWTError:
+            return False
+    return True
+
+
+_jwks_clients = {}
+
+
+def jwks_client(url: str):
+    import jwt
+    if url not in _jwks_clients:
+        _jwks_clients[url] = jwt.PyJWKClient(url)
+    return _jwks_clients[url]
+
+
 async def app(scope, receive, send):
     """keycloak-connect in front of the server: no valid bearer, no GraphQL."""
-    token = os.environ.get("TASK_SERVER_TOKEN")
-    if scope["type"] == "http" and token:
+    if scope["type"] == "http":
         authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
-        if authorization != f"Bearer {token}":
+        if not bearer_accepted(authorization):
             if os.environ.get("TASK_SERVER_ON_DENIED") == "redirect":
                 location = b"http://127.0.0.1/auth/realms/showcase/protocol/openid-connect/auth?client_id=sync"
                 await send({"type": "http.response.start", "status": 302, "headers": [(b"location", location), (b"content-length", b"0")]})
