@@ -132,6 +132,9 @@ final class KeycloakSessions: Sendable {
             try await forget(sessionID)
             _ = try await sessions.revoke(id: sessionID, userId: identity.userId)
             throw AuthenticationRequired()
+        } catch let error as KeycloakError {
+            // The session stays: Keycloak being away for a moment is not the user signing out.
+            throw AppError(.serviceUnavailable, title: "Sign-in service unavailable", message: "\(error). Try again in a moment.")
         }
     }
 
