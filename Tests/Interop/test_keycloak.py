@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from conftest import KeycloakPeer, RunningServer, TaskServer, free_port
+from test_graphql import post
 
 # The provider announces 32 s lifetimes; Foyer refreshes within 30 s of expiry, so 2 s after sign-in it must.
 ANNOUNCED_LIFETIME = 32
@@ -124,28 +125,16 @@ def test_native_sign_in_with_curl_goes_to_the_realm_and_keeps_its_tokens_server_
 
 
 def test_task_pages_work_because_the_users_own_token_is_relayed(foyer, guarded_task_server):
-    status, _ = post_graphql(guarded_task_server.url, {"query": "{ allTasks { id } }"}, token=None)
+    status, _ = post(guarded_task_server.url, {"query": "{ allTasks { id } }"}, token=None)
     assert status == 403, "the task server refuses callers without a realm token"
 
     ada, bob = sign_in(foyer), sign_in(foyer, "bob", "bob password")
-    status, body = post_graphql(foyer.url + "/graphql", {"query": 'mutation { createTask(title: "Relayed", description: "d") { id } }'}, ada)
+    status, body = post(foyer.url + "/graphql", {"query": 'mutation { createTask(title: "Relayed", description: "d") { id } }'}, ada)
     assert status == 200, body
     for token in (ada, bob):
         status, body = get(foyer, "/tasks.json", token)
         assert status == 200, body
         assert any(task["title"] == "Relayed" for task in json.loads(body))
-
-
-def post_graphql(url: str, body: dict, token: str | None) -> tuple[int, bytes]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
 
 
 def test_an_expiring_token_is_refreshed_once_for_many_parallel_requests(foyer, realm):
