@@ -25,10 +25,14 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         static let cooldown: TimeInterval = 3
         private let failedAt = NIOLockedValueBox<Date?>(nil)
 
-        func recentFailure(now: Date = Date()) -> TimeInterval? {
-            failedAt.withLockedValue { failedAt in
+        /// Throws "unreachable" while the last failure is younger than `cooldown`.
+        func failFast(now: Date = Date()) throws {
+            let ago = failedAt.withLockedValue { failedAt -> TimeInterval? in
                 guard let failedAt, now.timeIntervalSince(failedAt) < Self.cooldown else { return nil }
                 return now.timeIntervalSince(failedAt)
+            }
+            if let ago {
+                throw GraphQLUpstreamError.unreachable("it did not answer \(Int(ago.rounded())) s ago; trying again in a moment")
             }
         }
 
@@ -45,9 +49,7 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
-        if let ago = health.recentFailure() {
-            throw GraphQLUpstreamError.unreachable("it did not answer \(Int(ago.rounded())) s ago; trying again in a moment")
-        }
+        try health.failFast()
         var outbound = HTTPClientRequest(url: url)
         outbound.method = .POST
         outbound.headers.add(name: "Content-Type", value: "application/json")

@@ -8,7 +8,7 @@ import NIOCore
 /// only that), the caller's token in the `connection_init` payload as the showcase expects.
 extension RemoteGraphQLExecutor {
     /// The upstream's own id for our one operation on the connection.
-    private static let operationID = "1"
+    fileprivate static let operationID = "1"
 
     private struct Envelope: Decodable {
         let type: String
@@ -19,18 +19,16 @@ extension RemoteGraphQLExecutor {
         guard let webSocketURL else {
             throw GraphQLUpstreamError.unreachable("no websocket URL is configured for its subscriptions")
         }
-        if let ago = health.recentFailure() {
-            throw GraphQLUpstreamError.unreachable("it did not answer \(Int(ago.rounded())) s ago; trying again in a moment")
-        }
+        try health.failFast()
         let initPayload: Map = credentials.bearerToken.map { ["Authorization": .string("Bearer \($0)")] } ?? [:]
         let connectionInit = try Self.message(["type": "connection_init", "payload": initPayload])
-        let start = try Self.message([
-            "type": "start", "id": .string(Self.operationID),
-            "payload": [
-                "query": .string(request.query), "variables": .dictionary(.init(uniqueKeysWithValues: request.variables.map { ($0, $1) })),
-                "operationName": request.operationName.map(Map.string) ?? .null,
-            ],
-        ])
+        // The payload is the request exactly as `execute` posts it.
+        struct Start: Encodable {
+            let type = "start"
+            let id = RemoteGraphQLExecutor.operationID
+            let payload: GraphQLRequest
+        }
+        let start = String(decoding: try JSONEncoder().encode(Start(payload: request)), as: UTF8.self)
         let configuration = WebSocketClientConfiguration(
             maxFrameSize: Self.maximumReplySize, additionalHeaders: [.secWebSocketProtocol: "graphql-ws"]
         )
