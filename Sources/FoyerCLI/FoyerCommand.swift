@@ -71,6 +71,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Keycloak client id (env FOYER_KEYCLOAK_CLIENT_ID; its secret only from env FOYER_KEYCLOAK_CLIENT_SECRET)")
     var keycloakClientID: String?
 
+    @Option(help: "Client ids whose Keycloak access tokens are accepted as Bearer, comma-separated (env FOYER_KEYCLOAK_AUDIENCE; default: the client id)")
+    var keycloakAudience: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         var config = FoyerConfig()
@@ -94,6 +97,7 @@ struct Serve: AsyncParsableCommand {
         config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]
         config.keycloakRealm = keycloakRealm ?? environment["FOYER_KEYCLOAK_REALM"]
         config.keycloakClientID = keycloakClientID ?? environment["FOYER_KEYCLOAK_CLIENT_ID"]
+        config.keycloakAudience = keycloakAudience ?? environment["FOYER_KEYCLOAK_AUDIENCE"]
         config.keycloakClientSecret = environment["FOYER_KEYCLOAK_CLIENT_SECRET"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",

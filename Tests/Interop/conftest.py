@@ -71,6 +71,7 @@ class KeycloakPeer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.issuer = f"{self.url}/realms/{self.realm}"
+        self.keys_dir = workdir / "nanoidp" / "keys"
         python = REPO / ".venv-oidc/bin/python"
         if not python.exists():
             pytest.exit("no .venv-oidc: scripts/test installs the OIDC provider peer", returncode=2)

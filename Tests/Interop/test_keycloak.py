@@ -180,3 +180,114 @@ def test_an_unreachable_realm_is_a_503_not_a_wrong_password(tmp_path):
         assert "Keycloak cannot be reached" in json.loads(body)["error"]
     finally:
         foyer.stop()
+
+
+# --- Apps that sign in with Keycloak themselves (AppAuth) and call Foyer with the access token ---
+
+def provider_password_grant(realm, username: str, password: str) -> dict:
+    """Tokens straight from the realm, as an app signing in on its own gets them."""
+    credentials = base64.b64encode(f"{realm.client_id}:{realm.client_secret}".encode()).decode()
+    request = urllib.request.Request(
+        realm.issuer + "/protocol/openid-connect/token",
+        data=urllib.parse.urlencode({"grant_type": "password", "username": username, "password": password, "scope": "openid"}).encode(),
+        headers={"Authorization": f"Basic {credentials}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def send(foyer, method: str, path: str, token: str, data: bytes | None = None) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(foyer.url + path, method=method, data=data, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_an_apps_own_access_token_is_a_bearer_credential_and_is_relayed(foyer, realm, guarded_task_server):
+    access = provider_password_grant(realm, "bob", "bob password")["access_token"]
+    status, body = get(foyer, "/api/v1/me", access)
+    assert status == 200, body
+    assert json.loads(body)["email"] == "bob@example.org"  # not in nanoidp's tokens: Foyer asked userinfo once
+    # The guarded task server answers only a valid realm token: Foyer relays the app's own.
+    status, body = get(foyer, "/tasks.json", access)
+    assert status == 200, body
+    status, body = post(foyer.url + "/graphql", {"query": "{ allTasks { id title } }"}, access)
+    assert status == 200 and "errors" not in json.loads(body), body
+    # No Foyer session stands behind it, and none was made.
+    status, _, body = send(foyer, "DELETE", "/api/v1/sessions/current", access)
+    assert status == 404 and b"Keycloak access token" in body
+
+
+def test_realm_roles_decide_who_may_delete_a_task(foyer, realm):
+    bob = provider_password_grant(realm, "bob", "bob password")["access_token"]
+    ada = provider_password_grant(realm, "ada", "ada password")["access_token"]
+    _, created = post(foyer.url + "/graphql", {"query": 'mutation { createTask(title: "Roles", description: "who deletes") { id } }'}, bob)
+    task_id = json.loads(created)["data"]["createTask"]["id"]
+    status, _, body = send(foyer, "DELETE", f"/tasks/{task_id}", bob)
+    assert status == 403 and b"admin" in body
+    page = send(foyer, "GET", f"/tasks/{task_id}", bob)[2].decode()
+    assert "Delete</button>" not in page
+    assert "Delete</button>" in send(foyer, "GET", f"/tasks/{task_id}", ada)[2].decode()
+    status, headers, _ = send(foyer, "DELETE", f"/tasks/{task_id}", ada)
+    assert (status, headers["Location"]) == (303, "/tasks")
+    assert get(foyer, f"/tasks/{task_id}", ada)[0] == 404
+
+
+def realm_signed(realm, claims: dict, header: dict | None = None) -> str:
+    """A token signed with the realm's own private key (read from the provider's key directory)."""
+    import jwt
+    key = (realm.keys_dir / "rsa_private.pem").read_bytes()
+    kid = (realm.keys_dir / "kid.txt").read_text().strip()
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid, **(header or {})})
+
+
+def valid_claims(realm, **changes) -> dict:
+    now = int(time.time())
+    claims = {"iss": realm.issuer, "sub": "bob", "aud": realm.client_id, "iat": now, "exp": now + 300, "token_use": "access"}
+    claims.update(changes)
+    return claims
+
+
+def forged_tokens(realm) -> dict[str, str]:
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    kid = (realm.keys_dir / "kid.txt").read_text().strip()
+    public_pem = (realm.keys_dir / "rsa_public.pem").read_bytes()
+    unsigned = lambda header, claims: ".".join(
+        base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode() for part in (header, claims)) + "."
+    return {
+        "expired": realm_signed(realm, valid_claims(realm, iat=int(time.time()) - 600, exp=int(time.time()) - 300)),
+        "wrong issuer": realm_signed(realm, valid_claims(realm, iss="http://127.0.0.1:1/realms/elsewhere")),
+        "other audience": realm_signed(realm, valid_claims(realm, aud="someone-else")),
+        "an ID token": realm_signed(realm, valid_claims(realm, token_use="id")),
+        "alg none": unsigned({"alg": "none", "kid": kid, "typ": "JWT"}, valid_claims(realm)),
+        "forged signature": jwt.encode(valid_claims(realm), other_key, algorithm="RS256", headers={"kid": kid}),
+        "unknown key": jwt.encode(valid_claims(realm), other_key, algorithm="RS256", headers={"kid": "not-the-realms"}),
+        # The classic confusion attack: HMAC keyed with the realm's public key.
+        "HS256 with the public key": unsigned({"alg": "HS256", "kid": kid, "typ": "JWT"}, valid_claims(realm)) + "c2lnbmF0dXJl",
+        "tampered payload": (lambda good: good.split(".")[0] + "." + base64.urlsafe_b64encode(json.dumps(valid_claims(realm, sub="ada")).encode()).rstrip(b"=").decode() + "." + good.split(".")[2])(
+            realm_signed(realm, valid_claims(realm))),
+        "garbage": "eyJhbGciOiJSUzI1NiJ9.bm90IGpzb24.AAAA",
+    }
+
+
+def test_forged_expired_and_foreign_tokens_are_refused(foyer, realm):
+    # The realm's key does make a valid token: the refusals below are about the tokens, not the test's signing.
+    assert get(foyer, "/api/v1/me", realm_signed(realm, valid_claims(realm)))[0] == 200
+    reasons = {
+        "expired": "expired", "wrong issuer": "not by this realm", "other audience": "not for Foyer",
+        "an ID token": "not an access token", "alg none": "signed with none", "forged signature": "signature does not verify",
+        "unknown key": "key the realm does not publish", "HS256 with the public key": "signed with HS256",
+        "tampered payload": "signature does not verify", "garbage": "names no signing key",
+    }
+    for name, token in forged_tokens(realm).items():
+        status, headers, body = send(foyer, "GET", "/api/v1/me", token)
+        assert status == 401, (name, body)
+        assert 'error="invalid_token"' in headers.get("WWW-Authenticate", ""), (name, headers)
+        assert reasons[name] in json.loads(body)["error"], (name, body)
+        # Not even a page that needs no sign-in is served with a bad token.
+        assert send(foyer, "GET", "/", token)[0] == 401, name

@@ -27,7 +27,10 @@ public func buildApplication(
         let http = KeycloakClient.makeHTTPClient()
         services.append(HTTPClientService(client: http))
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
-        return KeycloakSessions(client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions, logger: logger)
+        return KeycloakSessions(
+            client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions,
+            trustProxy: config.trustProxy, logger: logger
+        )
     }
     // A local demo account is no use when the realm checks every password.
     if keycloak == nil, let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
@@ -51,7 +54,8 @@ public func buildApplication(
     let errors = ErrorMiddleware(views: views)
     router.add(middleware: errors)
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
-    router.add(middleware: AuthenticationMiddleware(sessions: sessions))
+    let authenticator = Authenticator(sessions: sessions, keycloak: keycloak)
+    router.add(middleware: AuthenticationMiddleware(authenticator: authenticator))
     router.add(middleware: CSRFMiddleware())
 
     HealthController(database: database).addRoutes(to: router)
@@ -68,12 +72,14 @@ public func buildApplication(
         // A Keycloak session relays its own access token; other sessions the configured one, if any.
         UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken)
     }
+    // Only Keycloak users have realm roles; local accounts are not restricted by role.
+    let realmRoles: RealmRoleSource = { identity in try await keycloak?.realmRoles(of: identity) }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
     let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
-    TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials).addRoutes(to: router)
+    TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials, roles: realmRoles).addRoutes(to: router)
 
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
-    GraphQLWebSocketController(executor: graphQL, sessions: sessions, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
+    GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
 
     return Application(
         responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),

@@ -21,9 +21,12 @@ struct ErrorMiddleware: RouterMiddleware {
     func response(for error: any Error, request: Request, context: Context) -> Response {
         // The upstream no longer takes our credentials: to the client that is "sign in again", like no session.
         if error is AuthenticationRequired || (error as? GraphQLUpstreamError)?.isSessionExpired == true {
+            let invalidToken = (error as? AuthenticationRequired)?.invalidToken
             if request.wantsJSON {
-                var response = Response.json(["error": "Sign in first: send Authorization: Bearer <token> or the session cookie"], status: .unauthorized)
-                response.headers[.wwwAuthenticate] = "Bearer"
+                let message = invalidToken ?? "Sign in first: send Authorization: Bearer <token> or the session cookie"
+                var response = Response.json(["error": message], status: .unauthorized)
+                // RFC 6750 §3: say the token itself was the problem, so a client refreshes it instead of asking again.
+                response.headers[.wwwAuthenticate] = invalidToken.map { "Bearer error=\"invalid_token\", error_description=\"\(Self.quotable($0))\"" } ?? "Bearer"
                 return response
             }
             let returnTo = request.method == .get ? request.pathAndQuery : nil
@@ -51,6 +54,11 @@ struct ErrorMiddleware: RouterMiddleware {
             ["title": title, "status": status.code, "message": message],
             request: request, context: context, status: status
         )
+    }
+
+    /// A header's quoted-string cannot hold quotes or backslashes.
+    static func quotable(_ text: String) -> String {
+        String(text.unicodeScalars.filter { $0 != "\"" && $0 != "\\" && $0.value >= 0x20 && $0.value < 0x7f }.map(Character.init))
     }
 
     /// Status, page title and a sentence a person can act on; internals stay in the log.

@@ -25,6 +25,14 @@ extension Request {
         headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
     }
 
+    /// `scheme://host[:port]` as the client reached us: through the load balancer's `X-Forwarded-Host` when it is
+    /// trusted. Names Foyer in redirect URIs and in the issuer apps see through the Keycloak proxy.
+    func publicOrigin(trustProxy: Bool) -> String {
+        let forwardedHost = trustProxy ? headers[.xForwardedHost]?.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } : nil
+        let host = forwardedHost ?? head.authority ?? "localhost"
+        return (cameOverHTTPS ? "https://" : "http://") + host
+    }
+
     func clientIP(context: FoyerRequestContext, trustProxy: Bool) -> String? {
         if trustProxy, let forwarded = headers[.xForwardedFor]?.split(separator: ",").first {
             return forwarded.trimmingCharacters(in: .whitespaces)
@@ -51,6 +59,8 @@ extension Request {
 extension HTTPField.Name {
     static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")!
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let xForwardedHost = HTTPField.Name("X-Forwarded-Host")!
+    static let xForwardedPort = HTTPField.Name("X-Forwarded-Port")!
     static let xRequestID = HTTPField.Name("X-Request-Id")!
     static let xSessionToken = HTTPField.Name("X-Session-Token")!
 }

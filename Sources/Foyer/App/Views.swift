@@ -27,7 +27,7 @@ public struct Views: Sendable {
     ) -> Response {
         var values = values
         if let identity = context.identity {
-            values["csrf_token"] = identity.session.csrfToken
+            values["csrf_token"] = identity.session?.csrfToken ?? ""
             values["current_user"] = ["email": identity.user.email]
         }
         return page(
@@ -115,7 +115,7 @@ struct CompiledLayout: Sendable {
             case .literal(let text): html.writeString(text)
             case .slot(.body): html.writeString(body)
             case .slot(.title): HTML.write(title, escapedInto: &html)
-            case .slot(.csrfToken): HTML.write(identity?.session.csrfToken ?? "", escapedInto: &html)
+            case .slot(.csrfToken): HTML.write(identity?.session?.csrfToken ?? "", escapedInto: &html)
             case .slot(.email): HTML.write(identity?.user.email ?? "", escapedInto: &html)
             }
         }

@@ -22,7 +22,7 @@ struct AccountController {
                 "ip_address": session.ipAddress ?? "unknown",
                 "created_at": Views.timestamp(session.createdAt),
                 "last_seen_at": Views.timestamp(session.lastSeenAt),
-                "current": session.id == identity.session.id,
+                "current": session.id == identity.session?.id,
             ]
         }
         return views.page(
@@ -38,7 +38,7 @@ struct AccountController {
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with that id.")
         }
-        guard id == identity.session.id else { return .seeOther("/account") }
+        guard id == identity.session?.id else { return .seeOther("/account") }
         var response = Response.seeOther("/")
         response.setCookie(signIn.expiredCookie(request: request))
         return response

@@ -2,17 +2,16 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// Attaches the identity of a live session to the context; rejects nothing (routes decide what needs a user).
+/// Attaches the caller's identity to the context. Rejects only a Keycloak token that does not verify
+/// (RFC 6750: 401 `invalid_token`); routes decide what needs a user.
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = FoyerRequestContext
-    let sessions: SessionStore
+    let authenticator: Authenticator
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let (token, credential) = Self.presentedToken(request),
-            let (session, user) = try await sessions.find(token: token)
-        {
-            context.identity = Identity(user: user, session: session, credential: credential, token: token)
+        if let (token, credential) = Self.presentedToken(request) {
+            context.identity = try await authenticator.identity(token: token, credential: credential, request: request)
         }
         return try await next(request, context)
     }
@@ -40,5 +39,20 @@ struct AuthenticationMiddleware: RouterMiddleware {
                 .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
         }
         return value.isEmpty ? nil : value
+    }
+}
+
+/// Whose token this is: a Foyer session token (opaque), or, when Keycloak is configured, a Keycloak access token
+/// an app got for itself (a JWT).
+struct Authenticator: Sendable {
+    let sessions: SessionStore
+    let keycloak: KeycloakSessions?
+
+    /// nil for an unknown or revoked session token; AuthenticationRequired for a Keycloak token that does not verify.
+    func identity(token: String, credential: Identity.Credential, request: Request) async throws -> Identity? {
+        if credential == .bearer, let keycloak, UnverifiedJWT.isJWT(token) {
+            return try await keycloak.identity(forAccessToken: token, request: request)
+        }
+        return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: credential, token: token) }
     }
 }

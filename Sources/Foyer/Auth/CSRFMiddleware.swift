@@ -19,7 +19,7 @@ struct CSRFMiddleware: RouterMiddleware {
         if presented == nil, request.isFormEncoded {
             presented = try await request.formFields()[Self.fieldName]
         }
-        guard let presented, Self.constantTimeEquals(presented, identity.session.csrfToken) else {
+        guard let presented, let expected = identity.session?.csrfToken, Self.constantTimeEquals(presented, expected) else {
             throw AppError(
                 .forbidden, title: "This form has expired",
                 message: "The request did not carry a valid CSRF token. Reload the page and try again."

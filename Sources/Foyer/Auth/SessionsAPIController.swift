@@ -18,6 +18,11 @@ struct SessionsAPIController {
         router.get("/api/v1/session/cookie", use: cookie)
     }
 
+    static let noFoyerSession = AppError(
+        .notFound, title: "No Foyer session",
+        message: "This request carries a Keycloak access token, not a Foyer session: there is no Foyer session to end. Sign out at Keycloak."
+    )
+
     struct SessionJSON: Encodable {
         let id: String
         let user: User.Public
@@ -72,19 +77,19 @@ struct SessionsAPIController {
     @Sendable func list(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let sessions = try await signIn.sessions.list(userId: identity.userId)
-        return .json(sessions.map { SessionJSON($0, user: identity.user, current: $0.id == identity.session.id) })
+        return .json(sessions.map { SessionJSON($0, user: identity.user, current: $0.id == identity.session?.id) })
     }
 
     /// `current` names the session making the request; any other id must be one of the user's own sessions.
     @Sendable func revoke(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let requested = try context.parameters.require("id")
-        let id = requested == "current" ? identity.session.id : requested
+        guard let id = requested == "current" ? identity.session?.id : requested else { throw Self.noFoyerSession }
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with id \(requested)")
         }
         var response = Response(status: .noContent)
-        if id == identity.session.id {
+        if id == identity.session?.id {
             response.setCookie(signIn.expiredCookie(request: request))
         }
         return response
@@ -104,13 +109,22 @@ struct SessionsAPIController {
     /// WebView gets the session cookie too (and lands on `return_to`, when given, instead of a 204).
     @Sendable func cookie(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
+        var token = identity.token
+        if identity.session == nil, let presented = identity.keycloakToken {
+            // An app signed in with AppAuth: its WebView gets a Foyer session relaying that access token until it
+            // expires; then the WebView's 401 makes the app hand over a fresh one.
+            let tokens = KeycloakTokenSet(
+                accessToken: presented.raw, expiresIn: Int(presented.expiresAt.timeIntervalSinceNow), refreshToken: nil, idToken: nil
+            )
+            token = try await signIn.openSession(for: .init(user: identity.user, keycloakTokens: tokens), request: request, context: context).token
+        }
         var response: Response
         if let returnTo = request.uri.queryParameters["return_to"].map(String.init) {
             response = .seeOther(ReturnPath.safe(returnTo, request: request))
         } else {
             response = Response(status: .noContent)
         }
-        response.setCookie(signIn.cookie(token: identity.token, request: request))
+        response.setCookie(signIn.cookie(token: token, request: request))
         response.headers[.cacheControl] = "no-store"
         return response
     }

@@ -47,8 +47,8 @@ struct WebSessionController {
     }
 
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
-        if let identity = context.identity {
-            _ = try await signIn.revoke(session: identity.session.id, userId: identity.userId)
+        if let identity = context.identity, let session = identity.session {
+            _ = try await signIn.revoke(session: session.id, userId: identity.userId)
         }
         var response = Response.seeOther("/")
         response.setCookie(signIn.expiredCookie(request: request))

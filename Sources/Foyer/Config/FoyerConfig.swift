@@ -44,6 +44,8 @@ public struct FoyerConfig: Sendable {
     public var keycloakURL: String?
     public var keycloakRealm: String?
     public var keycloakClientID: String?
+    /// Comma-separated client ids whose access tokens Foyer accepts as Bearer (`aud` or `azp`); default: the client id.
+    public var keycloakAudience: String?
     /// Only ever from the environment; nil for a public client.
     public var keycloakClientSecret: String?
 

@@ -33,7 +33,7 @@ enum GraphQLWebSocketDialect: String, Sendable {
 /// upgrade request itself (a Bearer header, or the session cookie when the page is one of ours).
 struct GraphQLWebSocketController {
     let executor: any GraphQLExecutor
-    let sessions: SessionStore
+    let authenticator: Authenticator
     let credentials: UpstreamCredentialSource
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
@@ -51,16 +51,25 @@ struct GraphQLWebSocketController {
     }
 
     /// The identity a `connection_init` payload names, else the one the upgrade request carried.
+    /// A Keycloak token that does not verify counts as no identity: the socket is refused like any other.
     func authenticate(initPayload: Map?, upgradeRequest: Request) async throws -> Identity? {
-        if let token = Self.token(in: initPayload) {
-            return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: .bearer, token: token) }
+        do {
+            if let token = Self.token(in: initPayload) {
+                return try await authenticator.identity(token: token, credential: .bearer, request: upgradeRequest)
+            }
+            return try await authenticatedUpgrade(upgradeRequest)
+        } catch is AuthenticationRequired {
+            return nil
         }
+    }
+
+    private func authenticatedUpgrade(_ upgradeRequest: Request) async throws -> Identity? {
         guard let (token, credential) = AuthenticationMiddleware.presentedToken(upgradeRequest) else { return nil }
         // Browsers send cookies with cross-site websocket upgrades and no CORS guards them: only our own pages'.
         if credential == .cookie, !upgradeRequest.headers[values: .origin].allSatisfy({ Self.isSameOrigin($0, as: upgradeRequest) }) {
             return nil
         }
-        return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: credential, token: token) }
+        return try await authenticator.identity(token: token, credential: credential, request: upgradeRequest)
     }
 
     /// `{"Authorization": "Bearer T"}` in any letter case, or `{"X-Session-Token": "T"}` as our sign-in hands it out.

@@ -18,7 +18,7 @@ struct KeycloakTokenSet: Sendable, Decodable {
     /// The claims of the ID token (else the access token). The token endpoint answered us directly over the
     /// connection we opened, so these are read, not verified (OpenID Connect Core §3.1.3.7, item 6).
     var claims: [String: Any] {
-        JWTPayload.unverified(idToken ?? accessToken) ?? [:]
+        UnverifiedJWT.payload(idToken ?? accessToken) ?? [:]
     }
 }
 
@@ -108,6 +108,14 @@ final class KeycloakClient: Sendable {
         return claims
     }
 
+    /// The realm's signing keys, as published at `jwks_uri`.
+    func jwks() async throws -> Data {
+        let endpoints = try await endpoints()
+        let (status, body) = try await send(HTTPClientRequest(url: endpoints.jwksURI))
+        guard status == 200 else { throw KeycloakError.unavailable("its JWKS answered \(status)") }
+        return body
+    }
+
     /// Ends the user's Keycloak session behind a refresh token: `POST …/logout`, 204.
     func logout(refreshToken: String) async throws {
         let endpoints = try await endpoints()
@@ -187,8 +195,13 @@ enum FormEncoding {
 }
 
 /// The payload of a compact JWS, unverified.
-enum JWTPayload {
-    static func unverified(_ token: String) -> [String: Any]? {
+enum UnverifiedJWT {
+    /// Three base64url parts: what Keycloak hands out. Foyer's own tokens have no dots.
+    static func isJWT(_ token: String) -> Bool {
+        token.utf8.count <= 16384 && token.split(separator: ".", omittingEmptySubsequences: false).count == 3
+    }
+
+    static func payload(_ token: String) -> [String: Any]? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let data = base64URLDecoded(parts[1]) else { return nil }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 
@@ -24,15 +25,19 @@ final class KeycloakSessions: Sendable {
     static let refreshMargin: TimeInterval = 30
 
     let client: KeycloakClient
+    let verifier: KeycloakTokenVerifier
     let database: any DatabaseWriter
     let sessions: SessionStore
+    let trustProxy: Bool
     let logger: Logger
     private let refreshing = NIOLockedValueBox<[String: Task<String, any Error>]>([:])
 
-    init(client: KeycloakClient, database: any DatabaseWriter, sessions: SessionStore, logger: Logger) {
+    init(client: KeycloakClient, database: any DatabaseWriter, sessions: SessionStore, trustProxy: Bool, logger: Logger) {
         self.client = client
+        verifier = KeycloakTokenVerifier(client: client)
         self.database = database
         self.sessions = sessions
+        self.trustProxy = trustProxy
         self.logger = logger
     }
 
@@ -44,13 +49,56 @@ final class KeycloakSessions: Sendable {
         } catch KeycloakError.invalidGrant {
             return nil
         }
-        var claims = tokens.claims
-        if claims["email"] == nil {
-            // userinfo must speak of the same subject (OpenID Connect Core §5.3.2), or it is not used.
-            let info = try await client.userinfo(accessToken: tokens.accessToken)
-            if info["sub"] as? String == claims["sub"] as? String { claims.merge(info) { token, _ in token } }
+        return (try await user(for: try await withUserinfo(tokens.claims, accessToken: tokens.accessToken)), tokens)
+    }
+
+    /// The caller behind a Keycloak access token an app presents as Bearer: verified against the realm's keys,
+    /// the user matched by `sub` (provisioned on first sight). AuthenticationRequired when the token is no good.
+    func identity(forAccessToken token: String, request: Request) async throws -> Identity {
+        let verified: VerifiedKeycloakToken
+        do {
+            verified = try await verifier.verify(
+                token, issuers: try await acceptedIssuers(for: request), use: .accessToken(audiences: client.settings.audiences)
+            )
+        } catch let rejected as TokenRejected {
+            throw AuthenticationRequired(invalidToken: rejected.description)
+        } catch let error as KeycloakError {
+            throw AppError(.serviceUnavailable, title: "Sign-in service unavailable", message: "\(error). Try again in a moment.")
         }
-        return (try await user(for: claims), tokens)
+        let known = try await database.read { db in
+            try User.filter(Column("keycloak_subject") == verified.subject).fetchOne(db)
+        }
+        var claims = verified.claims
+        if let known, claims["email"] as? String == nil || claims["email"] as? String == known.email {
+            return Identity(user: known, keycloakToken: verified)
+        }
+        if known == nil { claims = try await withUserinfo(claims, accessToken: token) }
+        return Identity(user: try await user(for: claims), keycloakToken: verified)
+    }
+
+    /// The realm's issuer as Foyer discovered it, and as an app sees it through Foyer's `/realms/…` proxy
+    /// (Keycloak names the forwarded host in the tokens it issues there).
+    func acceptedIssuers(for request: Request) async throws -> Set<String> {
+        let issuer = try await client.endpoints().issuer
+        guard let path = URLComponents(string: issuer)?.path else { return [issuer] }
+        return [issuer, request.publicOrigin(trustProxy: trustProxy) + path]
+    }
+
+    /// The caller's realm roles: from the token they presented, or from their session's access token, which came
+    /// to us straight from the token endpoint.
+    func realmRoles(of identity: Identity) async throws -> Set<String> {
+        if let token = identity.keycloakToken { return token.realmRoles }
+        guard let session = identity.session, let stored = try await tokens(ofSession: session.id) else { return [] }
+        return VerifiedKeycloakToken.realmRoles(in: UnverifiedJWT.payload(stored.accessToken) ?? [:])
+    }
+
+    /// Keycloak's tokens may leave the email out; userinfo has it. It must speak of the same subject
+    /// (OpenID Connect Core §5.3.2), or it is not used.
+    private func withUserinfo(_ claims: [String: Any], accessToken: String) async throws -> [String: Any] {
+        guard claims["email"] == nil else { return claims }
+        let info = try await client.userinfo(accessToken: accessToken)
+        guard info["sub"] as? String == claims["sub"] as? String else { return claims }
+        return claims.merging(info) { token, _ in token }
     }
 
     /// The Foyer user for a Keycloak identity: matched by `sub`; else a local account with the same *verified*
@@ -67,7 +115,8 @@ final class KeycloakSessions: Sendable {
         return try await database.write { db in
             if var user = try User.filter(Column("keycloak_subject") == subject).fetchOne(db) {
                 let taken = try User.filter(Column("email") == email && Column("id") != user.id).fetchCount(db) > 0
-                if user.email != email, !taken {
+                // A token without an email says nothing about it: the address we know stays.
+                if claimedEmail != nil, user.email != email, !taken {
                     user.email = email
                     try user.update(db)
                 }
@@ -103,8 +152,8 @@ final class KeycloakSessions: Sendable {
     /// The access token to relay for this session, refreshed first when it expires within `refreshMargin`;
     /// nil for a session that is not Keycloak's. Throws AuthenticationRequired when Keycloak ended the session.
     func accessToken(for identity: Identity) async throws -> String? {
-        let sessionID = identity.session.id
-        guard let stored = try await tokens(ofSession: sessionID) else { return nil }
+        if let presented = identity.keycloakToken { return presented.raw }
+        guard let sessionID = identity.session?.id, let stored = try await tokens(ofSession: sessionID) else { return nil }
         if stored.accessExpiresAt.timeIntervalSinceNow > Self.refreshMargin { return stored.accessToken }
         // Parallel refreshes with one refresh token fail at Keycloak ("Stale token"): all callers share one.
         let refresh = refreshing.withLockedValue { running in
@@ -118,8 +167,7 @@ final class KeycloakSessions: Sendable {
     }
 
     private func refreshNow(_ identity: Identity) async throws -> String {
-        let sessionID = identity.session.id
-        guard let stored = try await tokens(ofSession: sessionID) else { throw AuthenticationRequired() }
+        guard let sessionID = identity.session?.id, let stored = try await tokens(ofSession: sessionID) else { throw AuthenticationRequired() }
         // A refresh that finished just before this one started has done the work.
         if stored.accessExpiresAt.timeIntervalSinceNow > Self.refreshMargin { return stored.accessToken }
         do {

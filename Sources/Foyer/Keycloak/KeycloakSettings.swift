@@ -6,6 +6,8 @@ struct KeycloakSettings: Sendable, Equatable {
     let realm: String
     let clientID: String
     let clientSecret: String?
+    /// Whom an app's Bearer token must be for (`aud`, or the app as `azp`): Foyer's client unless configured.
+    let audiences: Set<String>
 
     init?(config: FoyerConfig, mobileServices: MobileServices?) throws {
         let fromFile = mobileServices?.keycloak
@@ -23,6 +25,8 @@ struct KeycloakSettings: Sendable, Equatable {
         self.realm = realm
         self.clientID = clientID
         clientSecret = config.keycloakClientSecret.flatMap { $0.isEmpty ? nil : $0 }
+        let configured = (config.keycloakAudience ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        audiences = configured.isEmpty ? [clientID] : Set(configured)
     }
 
     var realmURL: String { "\(baseURL)/realms/\(realm)" }

@@ -9,6 +9,9 @@ struct TasksController {
     let tasks: TaskRepository
     let views: Views
     let credentials: UpstreamCredentialSource
+    let roles: RealmRoleSource
+    /// As in the showcase server: deleting a task takes this realm role (when users have realm roles at all).
+    static let deletingRole = "admin"
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         router.get("/tasks", use: index)
@@ -52,6 +55,7 @@ struct TasksController {
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
         let (task, offlineCopyFrom) = try await find(context)
         var values: [String: Any] = ["title": task.title, "task": Self.row(task)]
+        values["may_delete"] = try await mayDelete(try context.requireIdentity())
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
         return views.page("tasks/show", values, request: request, context: context)
     }
@@ -119,8 +123,16 @@ struct TasksController {
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id")
+        guard try await mayDelete(identity) else {
+            throw AppError(.forbidden, title: "Not allowed", message: "Deleting tasks takes the realm role \(Self.deletingRole), which you do not have.")
+        }
         guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
         return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
+    }
+
+    private func mayDelete(_ identity: Identity) async throws -> Bool {
+        guard let held = try await roles(identity) else { return true }
+        return held.contains(Self.deletingRole)
     }
 
     /// The task and, when the server was unreachable, the time of the offline copy shown instead.
