@@ -3,6 +3,7 @@ server checking every relayed token against the realm's JWKS."""
 import base64
 import concurrent.futures
 import json
+import re
 import sqlite3
 import subprocess
 import time
@@ -13,6 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import KeycloakPeer, RunningServer, TaskServer, free_port
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post
 
 # The provider announces 32 s lifetimes; Foyer refreshes within 30 s of expiry, so 2 s after sign-in it must.
@@ -20,8 +22,17 @@ ANNOUNCED_LIFETIME = 32
 
 
 @pytest.fixture(scope="module")
-def realm(tmp_path_factory):
-    peer = KeycloakPeer(tmp_path_factory.mktemp("oidc"), expires_in=ANNOUNCED_LIFETIME)
+def foyer_port():
+    """Chosen before the realm starts: Foyer's callback must be a registered redirect URI there."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def realm(tmp_path_factory, foyer_port):
+    peer = KeycloakPeer(
+        tmp_path_factory.mktemp("oidc"), expires_in=ANNOUNCED_LIFETIME,
+        redirect_uris=[f"http://127.0.0.1:{foyer_port}/sign_in/keycloak/callback"],
+    )
     yield peer
     peer.stop()
 
@@ -37,10 +48,10 @@ def guarded_task_server(tmp_path_factory, realm):
 
 
 @pytest.fixture(scope="module")
-def foyer(tmp_path_factory, realm, guarded_task_server):
+def foyer(tmp_path_factory, realm, guarded_task_server, foyer_port):
     running = RunningServer(
         tmp_path_factory.mktemp("foyer-keycloak"), extra_env={"FOYER_KEYCLOAK_CLIENT_SECRET": realm.client_secret},
-        extra_args=[*realm.foyer_args(), "--graphql-url", guarded_task_server.url],
+        extra_args=[*realm.foyer_args(), "--graphql-url", guarded_task_server.url], port=foyer_port,
     )
     yield running
     running.stop()
@@ -291,3 +302,93 @@ def test_forged_expired_and_foreign_tokens_are_refused(foyer, realm):
         assert reasons[name] in json.loads(body)["error"], (name, body)
         # Not even a page that needs no sign-in is served with a bad token.
         assert send(foyer, "GET", "/", token)[0] == 401, name
+
+
+# --- Browsers: authorization code flow with PKCE, in real Chromium, through the provider's own login form ---
+
+def start_browser_sign_in(page, foyer, path="/tasks/new"):
+    """From a page that needs a sign-in to the realm's login form; returns the state Foyer sent along."""
+    assert page.goto(foyer.url + path).status == 401
+    page.click("#keycloak-sign-in")
+    page.wait_for_url(re.compile(r".*/realms/showcase/protocol/openid-connect/auth\?.*"))
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    assert query["code_challenge_method"] == ["S256"] and query["nonce"][0] and "code_verifier" not in query
+    return query["state"][0]
+
+
+def test_browser_signs_in_on_the_realms_login_page_and_lands_where_it_started(foyer, browser):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    start_browser_sign_in(page, foyer)
+    page.fill("#username", "bob")
+    page.fill("#password", "bob password")
+    page.click("button[type=submit]")
+    page.wait_for_url(foyer.url + "/tasks/new")
+    page.locator("input[name=title]").wait_for()
+    # The task list comes from the guarded task server: Foyer relays bob's Keycloak token for this browser.
+    page.fill("input[name=title]", "Signed in with Keycloak")
+    page.fill("textarea[name=description]", "code flow + PKCE")
+    page.click("main button[type=submit]")
+    page.locator("article.task h1", has_text="Signed in with Keycloak").wait_for()
+    # The browser holds Foyer's opaque session cookie; Keycloak's tokens stay in Foyer's database.
+    cookies = {cookie["name"]: cookie["value"] for cookie in context.cookies(foyer.url)}
+    access, refresh = stored_tokens(foyer)[-1]
+    assert "foyer_session" in cookies and cookies["foyer_session"].count(".") == 0
+    assert not any(access in value or refresh in value for value in cookies.values())
+    page.goto(foyer.url + "/account")
+    assert "bob@example.org" in page.locator("main").inner_text()
+    context.close()
+
+
+def test_a_denied_or_replayed_sign_in_ends_on_a_clear_page(foyer, browser):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    # Keycloak sends the user back with error=access_denied (they declined, or an admin forbade the client).
+    state = start_browser_sign_in(page, foyer)
+    response = page.goto(f"{foyer.url}/sign_in/keycloak/callback?error=access_denied&error_description=User+declined&state={state}")
+    assert response.status == 403
+    assert "access denied: User declined" in page.locator(".flash").inner_text()
+    # The same state again: single use.
+    response = page.goto(f"{foyer.url}/sign_in/keycloak/callback?code=whatever&state={state}")
+    assert response.status == 400 and "Sign in again" in page.locator(".flash").inner_text()
+    # A code Keycloak does not know (expired, used, or made up), with a state that is good.
+    state = start_browser_sign_in(page, foyer)
+    response = page.goto(f"{foyer.url}/sign_in/keycloak/callback?code=not-a-real-code&state={state}")
+    assert response.status == 400 and "no longer accepts this sign-in" in page.locator(".flash").inner_text()
+    context.close()
+
+
+def test_a_callback_from_another_browser_is_refused(foyer, browser):  # noqa: F811
+    """Login CSRF: an attacker's own code and state, fed to a victim's browser, must not sign the victim in."""
+    attacker = browser.new_context()
+    page = attacker.new_page()
+    state = start_browser_sign_in(page, foyer)
+    captured = []
+
+    def keep_the_callback(route):
+        """The attacker signs in, but stops before their browser follows the redirect to Foyer's callback."""
+        if route.request.method != "POST":
+            return route.continue_()
+        captured.append(route.fetch(max_redirects=0).headers["location"])
+        route.abort()
+
+    page.route(re.compile(r".*/protocol/openid-connect/auth.*"), keep_the_callback)
+    page.fill("#username", "bob")
+    page.fill("#password", "bob password")
+    page.click("button[type=submit]")
+    for _ in range(50):
+        if captured:
+            break
+        page.wait_for_timeout(100)
+    assert captured and f"state={state}" in captured[0] and "code=" in captured[0]
+    page.unroute_all()
+    victim = browser.new_context()
+    response = victim.new_page().goto(captured[0])
+    assert response.status == 400
+    assert "foyer_session" not in {cookie["name"] for cookie in victim.cookies(foyer.url)}
+    victim.close()
+    # The code itself was good: in the browser that started the sign-in it still works.
+    page.goto(captured[0])
+    page.wait_for_url(foyer.url + "/tasks/new")
+    assert "foyer_session" in {cookie["name"] for cookie in attacker.cookies(foyer.url)}
+    attacker.close()

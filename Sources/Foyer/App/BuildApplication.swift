@@ -16,14 +16,15 @@ public func buildApplication(
 
     let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
-    let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL)
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
     let sessions = SessionStore(database: database)
     let posts = PostRepository(database: database)
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
+    let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
+    let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
     var services: [any Service] = []
-    let keycloak = try KeycloakSettings(config: config, mobileServices: mobileServices).map { settings in
+    let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()
         services.append(HTTPClientService(client: http))
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
@@ -66,6 +67,7 @@ public func buildApplication(
     SessionsAPIController(signIn: signIn).addRoutes(to: router)
     WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
+    if let keycloak { KeycloakBrowserSignInController(keycloak: keycloak, signIn: signIn, views: views).addRoutes(to: router) }
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views).addRoutes(to: router)
     let upstreamCredentials: UpstreamCredentialSource = { identity in

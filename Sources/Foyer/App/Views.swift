@@ -8,8 +8,11 @@ import Mustache
 public struct Views: Sendable {
     let library: MustacheLibrary
     let layout: CompiledLayout
+    /// The sign-in page offers Keycloak's login page, and asks for a username rather than an email.
+    let keycloakSignIn: Bool
 
-    init(directory: String, turboScriptURL: String) async throws {
+    init(directory: String, turboScriptURL: String, keycloakSignIn: Bool = false) async throws {
+        self.keycloakSignIn = keycloakSignIn
         var library = try await MustacheLibrary(directory: directory)
         for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")

@@ -24,6 +24,6 @@ enum ReturnPath {
     }
 
     private static func isSignInPage(_ path: String) -> Bool {
-        path == "/sign_in"
+        path == "/sign_in" || path.hasPrefix("/sign_in/")
     }
 }

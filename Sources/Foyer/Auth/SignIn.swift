@@ -28,12 +28,7 @@ struct SignIn: Sendable {
         do {
             return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
         } catch let error as KeycloakError {
-            switch error {
-            case .unavailable, .invalidGrant:
-                throw AppError(.serviceUnavailable, title: "Sign-in unavailable", message: "\(error). Try again in a moment.")
-            case .refused:
-                throw AppError(.badGateway, title: "Sign-in misconfigured", message: "\(error)")
-            }
+            throw error.appError
         }
     }
 

@@ -21,6 +21,10 @@ struct WebSessionController {
         message: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         var values: [String: Any] = ["title": "Sign in", "email": email, "form_page": true]
+        if views.keycloakSignIn {
+            let start = returnTo.map { "/sign_in/keycloak?return_to=" + FormEncoding.escape($0) } ?? "/sign_in/keycloak"
+            values["keycloak"] = ["start": start]
+        }
         values["return_to"] = returnTo
         values["message"] = message
         return views.page("sessions/new", values, request: request, context: context, status: status)

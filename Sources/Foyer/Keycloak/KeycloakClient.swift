@@ -39,6 +39,18 @@ enum KeycloakError: Error, CustomStringConvertible {
     }
 }
 
+extension KeycloakError {
+    /// What our caller hears: Keycloak away is a 503 (try again), Keycloak refusing our client a 502 (fix the config).
+    var appError: AppError {
+        switch self {
+        case .unavailable, .invalidGrant:
+            AppError(.serviceUnavailable, title: "Sign-in unavailable", message: "\(self). Try again in a moment.")
+        case .refused:
+            AppError(.badGateway, title: "Sign-in misconfigured", message: "\(self)")
+        }
+    }
+}
+
 /// Foyer as an OpenID Connect client of one Keycloak realm: discovery (kept once fetched), the password and
 /// refresh grants, back-channel logout. Client credentials go as HTTP Basic, or as `client_id` alone for a
 /// public client.
@@ -89,6 +101,11 @@ final class KeycloakClient: Sendable {
 
     func passwordGrant(username: String, password: String) async throws -> KeycloakTokenSet {
         try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid email profile"])
+    }
+
+    /// The browser flow's second half: the code Keycloak sent to our callback, and the PKCE verifier behind it.
+    func authorizationCodeGrant(code: String, codeVerifier: String, redirectURI: String) async throws -> KeycloakTokenSet {
+        try await tokenRequest(["grant_type": "authorization_code", "code": code, "code_verifier": codeVerifier, "redirect_uri": redirectURI])
     }
 
     func refresh(_ refreshToken: String) async throws -> KeycloakTokenSet {

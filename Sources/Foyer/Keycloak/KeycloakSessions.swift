@@ -49,7 +49,12 @@ final class KeycloakSessions: Sendable {
         } catch KeycloakError.invalidGrant {
             return nil
         }
-        return (try await user(for: try await withUserinfo(tokens.claims, accessToken: tokens.accessToken)), tokens)
+        return (try await user(signedInWith: tokens), tokens)
+    }
+
+    /// The user behind tokens Keycloak handed to us at its token endpoint.
+    func user(signedInWith tokens: KeycloakTokenSet) async throws -> User {
+        try await user(for: try await withUserinfo(tokens.claims, accessToken: tokens.accessToken))
     }
 
     /// The caller behind a Keycloak access token an app presents as Bearer: verified against the realm's keys,

@@ -83,6 +83,17 @@ public enum FoyerDatabase {
                 t.column("access_expires_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v6: Keycloak browser sign-ins under way") { db in
+            // What the callback must check, kept here rather than in the browser: state, PKCE verifier, nonce.
+            try db.create(table: "keycloak_sign_ins") { t in
+                t.primaryKey("state", .text)
+                t.column("code_verifier", .text).notNull()
+                t.column("nonce", .text).notNull()
+                t.column("redirect_uri", .text).notNull()
+                t.column("return_to", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
