@@ -19,6 +19,9 @@ from test_graphql import post
 
 # The provider announces 32 s lifetimes; Foyer refreshes within 30 s of expiry, so 2 s after sign-in it must.
 ANNOUNCED_LIFETIME = 32
+# The public client an AppAuth app registers (peers/keycloak_adapter.py).
+APP_CLIENT_ID = "showcase-app"
+APP_REDIRECT_URI = "http://127.0.0.1/showcase-app/callback"
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +41,12 @@ def realm(tmp_path_factory, foyer_port):
 
 
 @pytest.fixture(scope="module")
-def guarded_task_server(tmp_path_factory, realm):
-    """Only a valid token of the realm gets through: a task page works only if Foyer relays one."""
+def guarded_task_server(tmp_path_factory, realm, foyer_port):
+    """Only a valid token of the realm gets through: a task page works only if Foyer relays one. Tokens an app got
+    through Foyer's /realms/… proxy name Foyer as their issuer, and this server trusts that way in too."""
     peer = TaskServer(tmp_path_factory.mktemp("guarded-tasks"), token=None, extra_env={
-        "TASK_SERVER_JWKS_URL": realm.issuer + "/protocol/openid-connect/certs", "TASK_SERVER_ISSUER": realm.issuer,
+        "TASK_SERVER_JWKS_URL": realm.issuer + "/protocol/openid-connect/certs",
+        "TASK_SERVER_ISSUER": f"{realm.issuer},http://127.0.0.1:{foyer_port}/realms/{realm.realm}",
     })
     yield peer
     peer.stop()
@@ -51,7 +56,8 @@ def guarded_task_server(tmp_path_factory, realm):
 def foyer(tmp_path_factory, realm, guarded_task_server, foyer_port):
     running = RunningServer(
         tmp_path_factory.mktemp("foyer-keycloak"), extra_env={"FOYER_KEYCLOAK_CLIENT_SECRET": realm.client_secret},
-        extra_args=[*realm.foyer_args(), "--graphql-url", guarded_task_server.url], port=foyer_port,
+        extra_args=[*realm.foyer_args(), "--graphql-url", guarded_task_server.url, "--keycloak-audience", f"{realm.client_id},{APP_CLIENT_ID}"],
+        port=foyer_port,
     )
     yield running
     running.stop()
@@ -392,3 +398,76 @@ def test_a_callback_from_another_browser_is_refused(foyer, browser):  # noqa: F8
     page.wait_for_url(foyer.url + "/tasks/new")
     assert "foyer_session" in {cookie["name"] for cookie in attacker.cookies(foyer.url)}
     attacker.close()
+
+
+# --- Apps that can reach only Foyer: AppAuth against Foyer's /realms/… proxy ---
+
+@pytest.mark.parametrize("base", ["", "/auth"], ids=["new Keycloak paths", "old /auth paths"])
+def test_python_keycloak_through_the_proxy_gets_tokens_foyer_accepts(foyer, base):
+    import jwt
+    from keycloak import KeycloakOpenID
+    app = KeycloakOpenID(server_url=foyer.url + base, realm_name="showcase", client_id=APP_CLIENT_ID)
+    discovery = app.well_known()
+    # Keycloak heard X-Forwarded-*: the app is sent to Foyer for everything, and the issuer names Foyer.
+    assert discovery["issuer"] == f"{foyer.url}/realms/showcase"
+    for endpoint in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri", "end_session_endpoint"):
+        assert discovery[endpoint].startswith(foyer.url + "/realms/showcase/"), endpoint
+    tokens = app.token("ada", "ada password")
+    assert jwt.decode(tokens["access_token"], options={"verify_signature": False})["iss"] == discovery["issuer"]
+    assert app.userinfo(tokens["access_token"])["email"] == "ada@example.org"
+    assert [key["kid"] for key in app.certs()["keys"]]
+    # Those tokens are good Bearer credentials at Foyer, and are relayed to the guarded task server.
+    status, body = get(foyer, "/api/v1/me", tokens["access_token"])
+    assert status == 200 and json.loads(body)["email"] == "ada@example.org"
+    status, body = post(foyer.url + "/graphql", {"query": "{ allTasks { id } }"}, tokens["access_token"])
+    assert status == 200 and "errors" not in json.loads(body), body
+    refreshed = app.refresh_token(tokens["refresh_token"])
+    assert get(foyer, "/api/v1/me", refreshed["access_token"])[0] == 200
+    app.logout(refreshed["refresh_token"])
+    with pytest.raises(Exception):
+        app.refresh_token(refreshed["refresh_token"])
+
+
+def test_the_login_page_and_the_code_exchange_work_through_the_proxy(foyer):
+    """AppAuth's authorization request in a browser-like client: the provider's page, its cookies and its redirect
+    all pass through Foyer; then code + PKCE verifier become tokens Foyer accepts."""
+    import hashlib
+    import secrets
+
+    import requests
+    from keycloak import KeycloakOpenID
+    app = KeycloakOpenID(server_url=foyer.url, realm_name="showcase", client_id=APP_CLIENT_ID)
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    url = app.auth_url(APP_REDIRECT_URI, scope="openid", state="app-state", code_challenge=challenge, code_challenge_method="S256")
+    assert url.startswith(foyer.url + "/realms/showcase/")
+    webview = requests.Session()
+    page = webview.get(url, timeout=30)
+    assert page.status_code == 200 and 'name="password"' in page.text
+    transaction = re.search(r'name="transaction_id" value="([^"]+)"', page.text).group(1)
+    answer = webview.post(page.url, data={"transaction_id": transaction, "username": "bob", "password": "bob password"},
+                          allow_redirects=False, timeout=30)
+    assert answer.status_code in (302, 303), answer.text[:500]
+    location = urllib.parse.urlparse(answer.headers["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == APP_REDIRECT_URI
+    query = urllib.parse.parse_qs(location.query)
+    assert query["state"] == ["app-state"]
+    tokens = app.token(grant_type="authorization_code", code=query["code"][0], redirect_uri=APP_REDIRECT_URI, code_verifier=verifier)
+    status, body = get(foyer, "/api/v1/me", tokens["access_token"])
+    assert status == 200 and json.loads(body)["email"] == "bob@example.org"
+
+
+def test_the_proxy_keeps_foyers_cookies_and_other_realms_to_itself(foyer, realm):
+    token = sign_in(foyer, "bob", "bob password")
+    # The adapter echoes nothing, so look at what arrives: a realm path other than ours is Foyer's 404, not Keycloak's.
+    request = urllib.request.Request(foyer.url + "/realms/master/.well-known/openid-configuration", headers={"Accept": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 404
+    # A browser signed in to Foyer posting to Keycloak through the proxy is not stopped by Foyer's CSRF check,
+    # and Foyer's session cookie does not travel on to Keycloak (the token endpoint would not care, the log would).
+    form = urllib.parse.urlencode({"grant_type": "password", "client_id": APP_CLIENT_ID, "username": "bob", "password": "bob password"}).encode()
+    request = urllib.request.Request(foyer.url + "/realms/showcase/protocol/openid-connect/token", data=form,
+                                     headers={"Cookie": f"foyer_session={token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200 and "access_token" in json.load(response)

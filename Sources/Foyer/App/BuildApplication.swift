@@ -55,6 +55,9 @@ public func buildApplication(
     let errors = ErrorMiddleware(views: views)
     router.add(middleware: errors)
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
+    if let keycloak {
+        router.add(middleware: KeycloakProxyMiddleware(settings: keycloak.client.settings, http: keycloak.client.http, trustProxy: config.trustProxy))
+    }
     let authenticator = Authenticator(sessions: sessions, keycloak: keycloak)
     router.add(middleware: AuthenticationMiddleware(authenticator: authenticator))
     router.add(middleware: CSRFMiddleware())

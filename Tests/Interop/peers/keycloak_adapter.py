@@ -14,6 +14,9 @@ What the adapter adds to nanoidp, each a Keycloak behaviour Foyer relies on:
 - a wrong password on the password grant is `401 invalid_grant` (nanoidp says 400);
 - back-channel logout: `POST …/logout` with `refresh_token` and client credentials revokes it and answers 204
   (nanoidp's /logout is the browser end-session page).
+- behind a reverse proxy (Foyer's `/realms/…`), the issuer in discovery and in the tokens minted there follows
+  `X-Forwarded-Host/Proto/Port`, as Keycloak's `--proxy-headers xforwarded` does, so an app sees one issuer.
+Clients: `foyer` (confidential, HTTP Basic) and `showcase-app` (public, PKCE: what an AppAuth app registers).
 Users: ada / "ada password" (realm roles user, admin), bob / "bob password" (user).
 """
 import io
@@ -26,6 +29,8 @@ import textwrap
 REALM = os.environ.get("OIDC_REALM", "showcase")
 CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "foyer")
 CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "foyer-secret")
+APP_CLIENT_ID = "showcase-app"
+APP_REDIRECT_URI = "http://127.0.0.1/showcase-app/callback"
 KEYCLOAK_ENDPOINTS = {
     "auth": "/authorize",
     "token": "/token",
@@ -53,6 +58,9 @@ def write_config(workdir: pathlib.Path, port: int) -> pathlib.Path:
             - client_id: "{CLIENT_ID}"
               client_secret: "{CLIENT_SECRET}"
               redirect_uris: {json.dumps(redirect_uris)}
+            - client_id: "{APP_CLIENT_ID}"
+              token_endpoint_auth_method: "none"
+              redirect_uris: ["{APP_REDIRECT_URI}"]
         jwt:
           keys_dir: "{config / 'keys'}"
         """))
@@ -74,12 +82,12 @@ def write_config(workdir: pathlib.Path, port: int) -> pathlib.Path:
 class KeycloakLayout:
     """WSGI middleware: Keycloak's paths in, nanoidp's out, and the Keycloak behaviours nanoidp lacks."""
 
-    def __init__(self, app, issuer: str):
+    def __init__(self, app):
         self.app = app
-        self.issuer = issuer
         self.prefix = f"/realms/{REALM}"
 
     def __call__(self, environ, start_response):
+        environ["keycloak.issuer"] = self.issuer(environ)
         path = environ.get("PATH_INFO", "")
         if path.startswith("/auth/realms/"):  # old Keycloak's base URL ends in /auth
             path = path[len("/auth"):]
@@ -95,6 +103,15 @@ class KeycloakLayout:
         if endpoint == "token":
             return self.token(environ, start_response)
         return self.app(environ, start_response)
+
+    def issuer(self, environ) -> str:
+        """Keycloak builds its URLs from the request: through a proxy, from its X-Forwarded-* headers."""
+        proto = environ.get("HTTP_X_FORWARDED_PROTO", environ["wsgi.url_scheme"]).split(",")[0].strip()
+        host = environ.get("HTTP_X_FORWARDED_HOST", "").split(",")[0].strip() or environ["HTTP_HOST"]
+        port = environ.get("HTTP_X_FORWARDED_PORT", "").split(",")[0].strip()
+        if port and ":" not in host and port != {"http": "80", "https": "443"}.get(proto):
+            host += ":" + port
+        return f"{proto}://{host}{self.prefix}"
 
     def peek_body(self, environ) -> bytes:
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
@@ -114,9 +131,10 @@ class KeycloakLayout:
         environ["PATH_INFO"] = "/.well-known/openid-configuration"
         status, headers, body = self.call(environ)
         document = json.loads(body)
-        base = self.issuer + "/protocol/openid-connect/"
+        issuer = environ["keycloak.issuer"]
+        base = issuer + "/protocol/openid-connect/"
         document.update({
-            "issuer": self.issuer,
+            "issuer": issuer,
             "authorization_endpoint": base + "auth",
             "token_endpoint": base + "token",
             "userinfo_endpoint": base + "userinfo",
@@ -147,7 +165,10 @@ class KeycloakLayout:
         """Keycloak's `POST logout` with a refresh token: that session ends; 204."""
         from urllib.parse import parse_qs, urlencode
         form = parse_qs(self.peek_body(environ).decode())
-        revoke_body = urlencode({"token": form["refresh_token"][0], "token_type_hint": "refresh_token"}).encode()
+        revoke = {"token": form["refresh_token"][0], "token_type_hint": "refresh_token"}
+        if "client_id" in form:  # a public client names itself in the form; a confidential one in Basic
+            revoke["client_id"] = form["client_id"][0]
+        revoke_body = urlencode(revoke).encode()
         environ.update({
             "PATH_INFO": "/revoke", "CONTENT_LENGTH": str(len(revoke_body)), "wsgi.input": io.BytesIO(revoke_body),
             "CONTENT_TYPE": "application/x-www-form-urlencoded",
@@ -166,8 +187,24 @@ def main():
     from nanoidp.app import create_app
     from werkzeug.serving import run_simple
 
+    follow_the_request_issuer()
     app = create_app(str(config))
-    run_simple("127.0.0.1", port, KeycloakLayout(app, f"http://127.0.0.1:{port}/realms/{REALM}"), threaded=True)
+    run_simple("127.0.0.1", port, KeycloakLayout(app), threaded=True)
+
+
+def follow_the_request_issuer():
+    """nanoidp mints `iss` from one fixed setting (or from the bare host, without the realm path): have every route
+    use the issuer the adapter worked out for this request instead."""
+    import flask
+    from nanoidp.routes import _issuer, api, oauth, registration
+
+    fixed = _issuer.effective_issuer
+
+    def effective_issuer(settings):
+        return flask.request.environ.get("keycloak.issuer") or fixed(settings)
+
+    for module in (_issuer, api, oauth, registration):
+        module.effective_issuer = effective_issuer
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ client offers: legacy `graphql-ws` (what the showcase server speaks) or `graphql
 Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer <it>` (websockets: in the
                            connection_init payload)
      TASK_SERVER_JWKS_URL  when set instead, the bearer must be an RS256 JWT signed by a key of that JWKS, with
-                           issuer TASK_SERVER_ISSUER, not expired: Keycloak's tokens, relayed by Foyer
+                           issuer TASK_SERVER_ISSUER (comma-separated: one per way into the realm), not expired: Keycloak's tokens, relayed by Foyer
      TASK_SERVER_ON_DENIED `forbidden` (default: 403 "Access denied", as keycloak-connect answers) or
                            `redirect` (302 to a Keycloak login page, as the other keycloak-connect setting does)
 """
@@ -143,7 +143,7 @@ def bearer_accepted(authorization: str) -> bool:
         try:
             jwt_token = authorization[len("Bearer "):]
             key = jwks_client(jwks_url).get_signing_key_from_jwt(jwt_token)
-            jwt.decode(jwt_token, key.key, algorithms=["RS256"], issuer=os.environ["TASK_SERVER_ISSUER"], options={"verify_aud": False})
+            jwt.decode(jwt_token, key.key, algorithms=["RS256"], issuer=os.environ["TASK_SERVER_ISSUER"].split(","), options={"verify_aud": False})
             return True
         except jwt.PyJWTError:
             return False
