@@ -322,7 +322,7 @@ def start_browser_sign_in(page, foyer, path="/tasks/new"):
     return query["state"][0]
 
 
-def test_browser_signs_in_on_the_realms_login_page_and_lands_where_it_started(foyer, browser):  # noqa: F811
+def test_browser_signs_in_on_the_realms_login_page_and_lands_where_it_started(foyer, realm, browser):  # noqa: F811
     context = browser.new_context()
     page = context.new_page()
     start_browser_sign_in(page, foyer)
@@ -343,6 +343,9 @@ def test_browser_signs_in_on_the_realms_login_page_and_lands_where_it_started(fo
     assert not any(access in value or refresh in value for value in cookies.values())
     page.goto(foyer.url + "/account")
     assert "bob@example.org" in page.locator("main").inner_text()
+    claims = dict(zip(page.locator("#keycloak-claims dt").all_inner_texts(), page.locator("#keycloak-claims dd").all_inner_texts()))
+    assert claims["sub"] == "bob" and claims["iss"] == realm.issuer and claims["aud"] == "foyer"
+    assert re.match(r"\d{4}-\d\d-\d\d", claims["exp"]), claims  # a time a person can read, not seconds since 1970
     context.close()
 
 

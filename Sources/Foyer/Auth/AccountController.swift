@@ -6,6 +6,8 @@ import Hummingbird
 struct AccountController {
     let signIn: SignIn
     let views: Views
+    /// Claims that are times, shown as times.
+    static let timeClaims: Set<String> = ["exp", "iat", "nbf", "auth_time", "updated_at"]
 
     func addRoutes(to router: Router<FoyerRequestContext>) {
         router.get("/account", use: show)
@@ -25,11 +27,35 @@ struct AccountController {
                 "current": session.id == identity.session?.id,
             ]
         }
-        return views.page(
-            "account/show",
-            ["title": "Your account", "email": identity.user.email, "sessions": rows],
-            request: request, context: context
-        )
+        var values: [String: Any] = ["title": "Your account", "email": identity.user.email, "sessions": rows]
+        if let claims = try await signIn.keycloak?.claims(of: identity) {
+            values["keycloak"] = ["claims": Self.readable(claims), "own_token": identity.keycloakToken != nil]
+        }
+        return views.page("account/show", values, request: request, context: context)
+    }
+
+    /// One row per claim, sorted by name: times as times, lists as lists, nested objects as compact JSON.
+    static func readable(_ claims: [String: Any]) -> [[String: String]] {
+        claims.keys.sorted().map { name in
+            let value = claims[name]!
+            let text: String
+            switch value {
+            case let seconds as Double where timeClaims.contains(name):
+                text = Views.timestamp(Date(timeIntervalSince1970: seconds))
+            case let seconds as Int where timeClaims.contains(name):
+                text = Views.timestamp(Date(timeIntervalSince1970: TimeInterval(seconds)))
+            case let list as [Any]:
+                text = list.map { "\($0)" }.joined(separator: ", ")
+            case let string as String:
+                text = string
+            case is Bool, is Int, is Double:
+                text = "\(value)"
+            default:
+                let json = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+                text = json.map { String(decoding: $0, as: UTF8.self) } ?? "\(value)"
+            }
+            return ["name": name, "value": text]
+        }
     }
 
     @Sendable func revokeSession(request: Request, context: FoyerRequestContext) async throws -> Response {

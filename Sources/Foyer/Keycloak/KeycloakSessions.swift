@@ -97,6 +97,14 @@ final class KeycloakSessions: Sendable {
         return VerifiedKeycloakToken.realmRoles(in: UnverifiedJWT.payload(stored.accessToken) ?? [:])
     }
 
+    /// What Keycloak says about the caller: the claims of the token they presented, else of their session's ID
+    /// token (or access token); nil for someone who did not sign in with Keycloak.
+    func claims(of identity: Identity) async throws -> [String: Any]? {
+        if let token = identity.keycloakToken { return token.claims }
+        guard let session = identity.session, let stored = try await tokens(ofSession: session.id) else { return nil }
+        return UnverifiedJWT.payload(stored.idToken ?? stored.accessToken)
+    }
+
     /// Keycloak's tokens may leave the email out; userinfo has it. It must speak of the same subject
     /// (OpenID Connect Core §5.3.2), or it is not used.
     private func withUserinfo(_ claims: [String: Any], accessToken: String) async throws -> [String: Any] {
