@@ -60,25 +60,25 @@ final class KeycloakSessions: Sendable {
     /// The caller behind a Keycloak access token an app presents as Bearer: verified against the realm's keys,
     /// the user matched by `sub` (provisioned on first sight). AuthenticationRequired when the token is no good.
     func identity(forAccessToken token: String, request: Request) async throws -> Identity {
-        let verified: VerifiedKeycloakToken
         do {
-            verified = try await verifier.verify(
+            let verified = try await verifier.verify(
                 token, issuers: try await acceptedIssuers(for: request), use: .accessToken(audiences: client.settings.audiences)
             )
+            let known = try await database.read { db in
+                try User.filter(Column("keycloak_subject") == verified.subject).fetchOne(db)
+            }
+            var claims = verified.claims
+            if let known, claims["email"] as? String == nil || claims["email"] as? String == known.email {
+                return Identity(user: known, keycloakToken: verified)
+            }
+            if known == nil { claims = try await withUserinfo(claims, accessToken: token) }
+            return Identity(user: try await user(for: claims), keycloakToken: verified)
         } catch let rejected as TokenRejected {
             throw AuthenticationRequired(invalidToken: rejected.description)
         } catch let error as KeycloakError {
-            throw AppError(.serviceUnavailable, title: "Sign-in service unavailable", message: "\(error). Try again in a moment.")
+            // We could not check the token: that is not the caller's fault, and not a reason to sign them out.
+            throw error.appError
         }
-        let known = try await database.read { db in
-            try User.filter(Column("keycloak_subject") == verified.subject).fetchOne(db)
-        }
-        var claims = verified.claims
-        if let known, claims["email"] as? String == nil || claims["email"] as? String == known.email {
-            return Identity(user: known, keycloakToken: verified)
-        }
-        if known == nil { claims = try await withUserinfo(claims, accessToken: token) }
-        return Identity(user: try await user(for: claims), keycloakToken: verified)
     }
 
     /// The realm's issuer as Foyer discovered it, and as an app sees it through Foyer's `/realms/…` proxy
