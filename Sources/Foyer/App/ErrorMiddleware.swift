@@ -66,6 +66,8 @@ struct ErrorMiddleware: RouterMiddleware {
         switch error {
         case let error as AppError:
             return (error.status, error.title, error.message)
+        case let error as KeycloakError:
+            return describe(error.appError)
         case let error as HTTPError:
             let message = error.body ?? defaultMessage(error.status)
             return (error.status, error.status.reasonPhrase, message)

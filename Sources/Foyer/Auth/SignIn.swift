@@ -25,11 +25,7 @@ struct SignIn: Sendable {
         guard let keycloak else {
             return try await users.authenticate(email: login, password: password).map { Verified(user: $0, keycloakTokens: nil) }
         }
-        do {
-            return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
-        } catch let error as KeycloakError {
-            throw error.appError
-        }
+        return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
     }
 
     func openSession(for verified: Verified, request: Request, context: FoyerRequestContext) async throws -> (AuthSession, token: String) {

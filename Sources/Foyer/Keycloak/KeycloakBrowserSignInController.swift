@@ -49,7 +49,7 @@ struct KeycloakBrowserSignInController {
             state: SessionStore.randomToken(), codeVerifier: SessionStore.randomToken(), nonce: SessionStore.randomToken(),
             redirectUri: request.publicOrigin(trustProxy: signIn.trustProxy) + Self.callbackPath, returnTo: returnTo, createdAt: Date()
         )
-        let endpoints = try await endpoints()
+        let endpoints = try await keycloak.client.endpoints()
         try await keycloak.database.write { db in
             // Abandoned attempts go when new ones come.
             try KeycloakSignInAttempt.filter(Column("created_at") < Date().addingTimeInterval(-KeycloakSignInAttempt.lifetime)).deleteAll(db)
@@ -97,42 +97,25 @@ struct KeycloakBrowserSignInController {
                 "Keycloak no longer accepts this sign-in (\(reason)); codes are short-lived and single-use. Sign in again.",
                 status: .badRequest, returnTo: attempt.returnTo, request: request, context: context
             )
-        } catch let error as KeycloakError {
-            throw error.appError
         }
         guard let idToken = tokens.idToken else {
             throw AppError(.badGateway, title: "Sign-in misconfigured", message: "Keycloak answered without an ID token: is the openid scope allowed for this client?")
         }
         do {
             _ = try await keycloak.verifier.verify(
-                idToken, issuers: [try await endpoints().issuer],
+                idToken, issuers: [try await keycloak.client.endpoints().issuer],
                 use: .idToken(clientID: keycloak.client.settings.clientID, nonce: attempt.nonce)
             )
         } catch let rejected as TokenRejected {
             return failure("Keycloak's answer did not check out: \(rejected). Sign in again.", status: .badRequest, returnTo: attempt.returnTo, request: request, context: context)
-        } catch let error as KeycloakError {
-            throw error.appError
         }
 
-        let user: User
-        do {
-            user = try await keycloak.user(signedInWith: tokens)
-        } catch let error as KeycloakError {
-            throw error.appError
-        }
+        let user = try await keycloak.user(signedInWith: tokens)
         let (_, token) = try await signIn.openSession(for: .init(user: user, keycloakTokens: tokens), request: request, context: context)
         var response = Response.seeOther(attempt.returnTo)
         response.setCookie(signIn.cookie(token: token, request: request))
         response.setCookie(stateCookie("", request: request, expired: true))
         return response
-    }
-
-    private func endpoints() async throws -> KeycloakClient.Endpoints {
-        do {
-            return try await keycloak.client.endpoints()
-        } catch let error as KeycloakError {
-            throw error.appError
-        }
     }
 
     /// Single use: the attempt is gone once its callback came, whatever the outcome.

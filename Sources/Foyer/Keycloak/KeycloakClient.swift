@@ -40,7 +40,8 @@ enum KeycloakError: Error, CustomStringConvertible {
 }
 
 extension KeycloakError {
-    /// What our caller hears: Keycloak away is a 503 (try again), Keycloak refusing our client a 502 (fix the config).
+    /// What our caller hears (ErrorMiddleware answers every KeycloakError with it): Keycloak away is a 503 (try
+    /// again), Keycloak refusing our client a 502 (fix the config).
     var appError: AppError {
         switch self {
         case .unavailable, .invalidGrant:

@@ -75,10 +75,8 @@ final class KeycloakSessions: Sendable {
             return Identity(user: try await user(for: claims), keycloakToken: verified)
         } catch let rejected as TokenRejected {
             throw AuthenticationRequired(invalidToken: rejected.description)
-        } catch let error as KeycloakError {
-            // We could not check the token: that is not the caller's fault, and not a reason to sign them out.
-            throw error.appError
         }
+        // A KeycloakError (we could not check the token) goes on as it is: a 503 or 502, not the caller's fault.
     }
 
     /// The realm's issuer as Foyer discovered it, and as an app sees it through Foyer's `/realms/…` proxy
