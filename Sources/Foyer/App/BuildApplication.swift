@@ -56,7 +56,7 @@ public func buildApplication(
     router.add(middleware: errors)
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
     if let keycloak {
-        router.add(middleware: KeycloakProxyMiddleware(settings: keycloak.client.settings, http: keycloak.client.http, trustProxy: config.trustProxy))
+        router.add(middleware: try KeycloakProxyMiddleware(settings: keycloak.client.settings, http: keycloak.client.http, trustProxy: config.trustProxy))
     }
     let authenticator = Authenticator(sessions: sessions, keycloak: keycloak)
     router.add(middleware: AuthenticationMiddleware(authenticator: authenticator))

@@ -23,21 +23,31 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
     static let maximumResponseBody = 16 << 20
     static let timeout: TimeAmount = .seconds(30)
 
-    let settings: KeycloakSettings
+    let realm: String
     let http: HTTPClient
     let trustProxy: Bool
+    /// `scheme://host[:port]` of Keycloak, and the path its realms live under ("" or "/auth").
+    let keycloakOrigin: String
+    let keycloakPath: String
+
+    init(settings: KeycloakSettings, http: HTTPClient, trustProxy: Bool) throws {
+        guard let keycloak = URLComponents(string: settings.baseURL), let scheme = keycloak.scheme, let host = keycloak.host else {
+            throw StartupError("Keycloak: the base URL \(settings.baseURL) is not a URL")
+        }
+        realm = settings.realm
+        self.http = http
+        self.trustProxy = trustProxy
+        keycloakOrigin = "\(scheme)://\(host)" + (keycloak.port.map { ":\($0)" } ?? "")
+        keycloakPath = keycloak.path
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let (prefix, realmPath) = route(request.uri.path) else { return try await next(request, context) }
-        guard let keycloak = URLComponents(string: settings.baseURL), let scheme = keycloak.scheme, let host = keycloak.host else {
-            throw AppError(.badGateway, title: "Keycloak misconfigured", message: "The Keycloak base URL \(settings.baseURL) is not a URL.")
-        }
-        let keycloakOrigin = "\(scheme)://\(host)" + (keycloak.port.map { ":\($0)" } ?? "")
-        let keycloakRealms = keycloakOrigin + keycloak.path + "/realms/"
+        let publicOrigin = request.publicOrigin(trustProxy: trustProxy)
         var request = request
-        var upstream = HTTPClientRequest(url: keycloakOrigin + keycloak.path + realmPath + (request.uri.query.map { "?\($0)" } ?? ""))
+        var upstream = HTTPClientRequest(url: keycloakOrigin + keycloakPath + realmPath + (request.uri.query.map { "?\($0)" } ?? ""))
         upstream.method = HTTPMethod(rawValue: request.method.rawValue)
-        upstream.headers = forwardedHeaders(request, context: context)
+        upstream.headers = forwardedHeaders(request, publicOrigin: publicOrigin, context: context)
         if request.method != .get, request.method != .head {
             upstream.body = .bytes(try await request.collectBody(upTo: Self.maximumRequestBody))
         }
@@ -51,14 +61,15 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
             context.logger.warning("Keycloak proxy failed", metadata: ["error": .string("\(error)")])
             throw AppError(.badGateway, title: "Keycloak cannot be reached", message: "Keycloak did not answer. Try again in a moment.")
         }
-        let publicRealms = request.publicOrigin(trustProxy: trustProxy) + prefix + "/realms/"
+        let keycloakRealms = keycloakOrigin + keycloakPath + "/realms/"
+        let publicRealms = publicOrigin + prefix + "/realms/"
         var headers = HTTPFields()
         for (name, value) in answer.headers where !Self.isHopByHop(name, connection: answer.headers["connection"].joined(separator: ",")) && name.lowercased() != "content-length" {
             guard let fieldName = HTTPField.Name(name) else { continue }
             switch name.lowercased() {
             // A Keycloak that ignores X-Forwarded-* still names itself: send the app back through Foyer.
             case "location": headers.append(HTTPField(name: fieldName, value: Self.replacingPrefix(keycloakRealms, with: publicRealms, in: value)))
-            case "set-cookie": headers.append(HTTPField(name: fieldName, value: Self.cookieForFoyer(value, keycloakPath: keycloak.path, prefix: prefix)))
+            case "set-cookie": headers.append(HTTPField(name: fieldName, value: Self.cookieForFoyer(value, keycloakPath: keycloakPath, prefix: prefix)))
             default: headers.append(HTTPField(name: fieldName, value: value))
             }
         }
@@ -67,7 +78,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
 
     /// `("/auth" or "", "/realms/{realm}/…")` for a path of the configured realm; nil for anything else.
     private func route(_ path: String) -> (prefix: String, realmPath: String)? {
-        let realmRoot = "/realms/\(settings.realm)"
+        let realmRoot = "/realms/\(realm)"
         for prefix in ["", "/auth"] {
             let root = prefix + realmRoot
             if path == root || path.hasPrefix(root + "/") { return (prefix, String(path.dropFirst(prefix.count))) }
@@ -75,7 +86,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
         return nil
     }
 
-    private func forwardedHeaders(_ request: Request, context: Context) -> HTTPHeaders {
+    private func forwardedHeaders(_ request: Request, publicOrigin: String, context: Context) -> HTTPHeaders {
         var headers = HTTPHeaders()
         let connection = request.headers[.connection]
         for field in request.headers {
@@ -90,7 +101,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
             }
             headers.add(name: field.name.rawName, value: field.value)
         }
-        let origin = URLComponents(string: request.publicOrigin(trustProxy: trustProxy))
+        let origin = URLComponents(string: publicOrigin)
         let https = origin?.scheme == "https"
         headers.add(name: "X-Forwarded-Proto", value: https ? "https" : "http")
         headers.add(name: "X-Forwarded-Host", value: (origin?.host ?? "localhost") + (origin?.port.map { ":\($0)" } ?? ""))
