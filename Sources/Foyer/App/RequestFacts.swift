@@ -25,6 +25,11 @@ extension Request {
         headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
     }
 
+    /// This server as the client reached it: the scheme the load balancer saw, and the Host header.
+    var baseURL: String {
+        publicOrigin(trustProxy: false)
+    }
+
     /// `scheme://host[:port]` as the client reached us: through the load balancer's `X-Forwarded-Host` when it is
     /// trusted. Names Foyer in redirect URIs and in the issuer apps see through the Keycloak proxy.
     func publicOrigin(trustProxy: Bool) -> String {

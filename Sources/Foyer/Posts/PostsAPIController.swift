@@ -146,11 +146,3 @@ extension HTTPField.Name {
     static let link = HTTPField.Name("Link")!
     static let xOfflineCopyFrom = HTTPField.Name("X-Offline-Copy-From")!
 }
-
-extension Request {
-    /// This server as the client reached it: the scheme the load balancer saw, and the Host header.
-    var baseURL: String {
-        let scheme = cameOverHTTPS ? "https" : "http"
-        return "\(scheme)://\(head.authority ?? "localhost")"
-    }
-}
