@@ -48,10 +48,15 @@ struct SignIn: Sendable {
     }
 
     func cookie(token: String, request: Request) -> Cookie {
-        SessionCookie.issue(token: token, secure: secureCookies || request.cameOverHTTPS)
+        SessionCookie.issue(token: token, secure: cookiesAreSecure(for: request))
     }
 
     func expiredCookie(request: Request) -> Cookie {
-        SessionCookie.expired(secure: secureCookies || request.cameOverHTTPS)
+        SessionCookie.expired(secure: cookiesAreSecure(for: request))
+    }
+
+    /// `Secure` when configured so, or when the client came over https (to us or to the load balancer).
+    func cookiesAreSecure(for request: Request) -> Bool {
+        secureCookies || request.cameOverHTTPS
     }
 }

@@ -142,14 +142,7 @@ struct KeycloakBrowserSignInController {
     private func stateCookie(_ value: String, request: Request, expired: Bool = false) -> Cookie {
         Cookie(
             name: Self.stateCookie, value: value, maxAge: expired ? 0 : Int(KeycloakSignInAttempt.lifetime), path: "/sign_in/keycloak",
-            secure: signIn.secureCookies || request.cameOverHTTPS, httpOnly: true, sameSite: .lax
+            secure: signIn.cookiesAreSecure(for: request), httpOnly: true, sameSite: .lax
         )
-    }
-}
-
-extension Data {
-    /// base64url without padding (RFC 7636 §4.2, RFC 7515 §2).
-    var base64URLEncoded: String {
-        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }

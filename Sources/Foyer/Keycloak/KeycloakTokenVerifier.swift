@@ -67,7 +67,7 @@ actor KeycloakTokenVerifier {
     /// Throws KeycloakError when the keys cannot be fetched: that is not the caller's fault.
     func verify(_ token: String, issuers: Set<String>, use: Use) async throws -> VerifiedKeycloakToken {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = UnverifiedJWT.base64URLDecoded(parts[0]),
+        guard parts.count == 3, let headerData = Data(base64URLEncoded: parts[0]),
             let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any]
         else { throw TokenRejected("The token is not a JWT") }
         let algorithm = header["alg"] as? String ?? "none"
@@ -114,7 +114,7 @@ actor KeycloakTokenVerifier {
         }
         return VerifiedKeycloakToken(
             raw: token, subject: checked.sub.value, expiresAt: checked.exp.value,
-            payload: UnverifiedJWT.base64URLDecoded(parts[1]) ?? Data()
+            payload: Data(base64URLEncoded: parts[1]) ?? Data()
         )
     }
 
