@@ -99,6 +99,7 @@ struct Serve: AsyncParsableCommand {
         config.keycloakClientID = keycloakClientID ?? environment["FOYER_KEYCLOAK_CLIENT_ID"]
         config.keycloakAudience = keycloakAudience ?? environment["FOYER_KEYCLOAK_AUDIENCE"]
         config.keycloakClientSecret = environment["FOYER_KEYCLOAK_CLIENT_SECRET"]
+        config.streamSecret = environment["FOYER_STREAM_SECRET"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]

@@ -18,12 +18,16 @@ public func buildApplication(
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
     let sessions = SessionStore(database: database)
-    let posts = PostRepository(database: database)
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
     var services: [any Service] = []
+    let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, database: database)))
+    services.append(LiveHeartbeatService(streams: streams))
+    let postStreams = PostStreams(views: views)
+    let posts = PostRepository(database: database) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
+    let taskBroadcasts = TaskBroadcasts(streams: streams, fragments: TaskStreams(views: views))
     let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()
         services.append(HTTPClientService(client: http))
@@ -45,8 +49,19 @@ public func buildApplication(
         let client = RemoteGraphQLExecutor.makeClient()
         services.append(HTTPClientService(client: client))
         graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, client: client, logger: logger)
+        let (upstreamToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak?.client)
+        services.append(UpstreamTaskFeed(
+            webSocketURL: upstream.webSocketURL,
+            token: {
+                if let upstreamToken { return upstreamToken }
+                return try await keycloakClient?.clientCredentialsGrant().accessToken
+            },
+            broadcasts: taskBroadcasts, logger: logger
+        ))
     } else {
-        graphQL = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+        let embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+        embedded.events.observe { kind, task in taskBroadcasts.publish(kind, task.item) }
+        graphQL = embedded
     }
     let upstreamToken = config.graphQLUpstreamToken
 
@@ -72,7 +87,8 @@ public func buildApplication(
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
     if let keycloak { KeycloakBrowserSignInController(keycloak: keycloak, signIn: signIn, views: views).addRoutes(to: router) }
     PostsAPIController(posts: posts).addRoutes(to: router)
-    PostsController(posts: posts, views: views).addRoutes(to: router)
+    PostsController(posts: posts, views: views, streams: streams, fragments: postStreams).addRoutes(to: router)
+    LiveStreamController(streams: streams).addRoutes(to: router)
     let upstreamCredentials: UpstreamCredentialSource = { identity in
         // A Keycloak session relays its own access token; other sessions the configured one, if any.
         UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken)
@@ -81,7 +97,10 @@ public func buildApplication(
     let realmRoles: RealmRoleSource = { identity in try await keycloak?.realmRoles(of: identity) }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
     let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
-    TasksController(tasks: taskRepository, views: views, credentials: upstreamCredentials, roles: realmRoles).addRoutes(to: router)
+    TasksController(
+        tasks: taskRepository, views: views, credentials: upstreamCredentials, roles: realmRoles, streams: streams,
+        fragments: taskBroadcasts.fragments
+    ).addRoutes(to: router)
 
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
     GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)

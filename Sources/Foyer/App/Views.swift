@@ -54,9 +54,10 @@ public struct Views: Sendable {
         )
     }
 
-    /// Renders a template to a string, for bodies that are cached before they are wrapped.
-    func render(_ template: String, _ values: [String: Any]) -> String {
-        guard let html = library.render(values, withTemplate: template) else {
+    /// Renders a template to a string, for bodies that are cached before they are wrapped and for live fragments.
+    /// `context` is a typed view (a struct whose property names the template uses) or, in older views, a dictionary.
+    func render(_ template: String, _ context: Any) -> String {
+        guard let html = library.render(context, withTemplate: template) else {
             preconditionFailure("template \(template) is not loaded")
         }
         return html

@@ -48,6 +48,9 @@ public struct FoyerConfig: Sendable {
     public var keycloakAudience: String?
     /// Only ever from the environment; nil for a public client.
     public var keycloakClientSecret: String?
+    /// Signs the live stream names pages embed; nil: one generated and kept in the database. Instances that share
+    /// a database share it; set it by hand only if they do not.
+    public var streamSecret: String?
 
     public init() {}
 

@@ -16,6 +16,13 @@ struct TaskRecord: Codable, Sendable, FetchableRecord, MutablePersistableRecord 
 }
 
 /// What a stale `updateTask` met: the task as stored now. The caller builds the OffixConflict error from it.
+extension TaskRecord {
+    /// The task as GraphQL clients and pages see it.
+    var item: TaskItem {
+        TaskItem(id: String(id ?? 0), version: version, title: title, description: description, status: status)
+    }
+}
+
 struct TaskVersionConflict: Error {
     let serverState: TaskRecord
 }

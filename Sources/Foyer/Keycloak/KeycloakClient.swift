@@ -109,6 +109,11 @@ final class KeycloakClient: Sendable {
         try await tokenRequest(["grant_type": "authorization_code", "code": code, "code_verifier": codeVerifier, "redirect_uri": redirectURI])
     }
 
+    /// A token for Foyer itself (the upstream task feed), not for any user: the client must be confidential.
+    func clientCredentialsGrant() async throws -> KeycloakTokenSet {
+        try await tokenRequest(["grant_type": "client_credentials"])
+    }
+
     func refresh(_ refreshToken: String) async throws -> KeycloakTokenSet {
         try await tokenRequest(["grant_type": "refresh_token", "refresh_token": refreshToken])
     }

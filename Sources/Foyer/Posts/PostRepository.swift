@@ -6,9 +6,16 @@ import NIOConcurrencyHelpers
 public struct PostRepository: Sendable {
     let database: any DatabaseWriter
     let generation = Generation()
+    /// Told of every write once it is stored (live pages follow posts through it).
+    let onChange: @Sendable (PostChange) -> Void
 
     public init(database: any DatabaseWriter) {
+        self.init(database: database, onChange: { _ in })
+    }
+
+    init(database: any DatabaseWriter, onChange: @escaping @Sendable (PostChange) -> Void) {
         self.database = database
+        self.onChange = onChange
     }
 
     /// A counter of writes: a cache entry made at generation N is stale once it is not N any more.
@@ -63,7 +70,9 @@ public struct PostRepository: Sendable {
             return post
         }
         generation.bump()
-        return PublishedPost(post: saved, author: author.publicView)
+        let published = PublishedPost(post: saved, author: author.publicView)
+        onChange(.created(published))
+        return published
     }
 
     func update(_ published: PublishedPost, with changes: PostChanges) async throws -> PublishedPost {
@@ -74,12 +83,15 @@ public struct PostRepository: Sendable {
         post.updatedAt = Date()
         try await database.write { [post] db in try post.update(db) }
         generation.bump()
-        return PublishedPost(post: post, author: published.author)
+        let updated = PublishedPost(post: post, author: published.author)
+        onChange(.updated(updated))
+        return updated
     }
 
     func delete(id: Int64) async throws {
-        _ = try await database.write { db in try Post.deleteOne(db, key: id) }
+        let deleted = try await database.write { db in try Post.deleteOne(db, key: id) }
         generation.bump()
+        if deleted { onChange(.deleted(id: id)) }
     }
 
     /// The post named by the route's `{id}`: 404 for an unknown or malformed id.

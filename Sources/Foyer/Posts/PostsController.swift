@@ -6,6 +6,8 @@ import Hummingbird
 struct PostsController {
     let posts: PostRepository
     let views: Views
+    let streams: LiveStreams
+    let fragments: PostStreams
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks
     /// but whether anyone is signed in (the "New post" link): keep it that way, or add to the key.
     let listBodies = GenerationCache<ListKey, String>(capacity: 512)
@@ -37,16 +39,10 @@ struct PostsController {
 
     private func renderList(_ paging: Paging, signedIn: Bool) async throws -> String {
         let page = try await posts.page(paging)
-        let items: [[String: Any]] = page.posts.map { published in
-            [
-                "id": published.id,
-                "title": published.post.title,
-                "excerpt": PostText.excerpt(published.post.content),
-                "author": published.author.email,
-                "created_at": Views.timestamp(published.post.createdAt),
-            ]
-        }
-        var values: [String: Any] = ["posts": items, "signed_in": signedIn]
+        var values: [String: Any] = [
+            "posts": page.posts.map(PostRowView.init), "signed_in": signedIn, "stream_path": streams.path(of: .posts),
+            "list_id": page.number == 1 ? "posts" : "posts-page-\(page.number)",
+        ]
         if page.hasPrevious { values["previous_page"] = page.number - 1 }
         if page.hasNext { values["next_page"] = page.number + 1 }
         values["page_number"] = page.number
@@ -60,16 +56,9 @@ struct PostsController {
             "posts/show",
             [
                 "title": published.post.title,
-                "post": [
-                    "id": published.id,
-                    "title": published.post.title,
-                    "content_html": PostText.html(published.post.content),
-                    "author": published.author.email,
-                    "created_at": Views.timestamp(published.post.createdAt),
-                    "updated_at": Views.timestamp(published.post.updatedAt),
-                    "edited": published.post.updatedAt > published.post.createdAt,
-                ] as [String: Any],
+                "post": PostContentView(published),
                 "mine": context.identity?.userId == published.author.id,
+                "stream_path": streams.path(of: .posts),
             ],
             request: request, context: context
         )
@@ -112,6 +101,7 @@ struct PostsController {
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
+        if request.wantsTurboStream { return .turboStream(fragments.html(for: .deleted(id: published.id))) }
         return .afterSubmit(request, redirectTo: "/posts", native: .recede)
     }
 

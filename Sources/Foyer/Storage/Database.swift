@@ -94,6 +94,14 @@ public enum FoyerDatabase {
                 t.column("created_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v7: server secrets") { db in
+            // Secrets the server makes for itself when none is configured (signing live stream names).
+            try db.create(table: "server_secrets") { t in
+                t.primaryKey("name", .text)
+                t.column("value", .blob).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -11,6 +11,8 @@ enum TaskDocuments {
     static let create = "mutation CreateTask($title: String!, $description: String!, $status: TaskStatus) { createTask(title: $title, description: $description, status: $status) { \(fields) } }"
     static let update = "mutation UpdateTask($id: ID!, $version: Int!, $title: String, $description: String, $status: TaskStatus) { updateTask(id: $id, version: $version, title: $title, description: $description, status: $status) { \(fields) } }"
     static let delete = "mutation DeleteTask($id: ID!) { deleteTask(id: $id) }"
+    /// The upstream's task events, one subscription per kind, by the field that carries the task.
+    static func subscription(_ kind: TaskEvents.Kind) -> String { "subscription { \(kind.rawValue) { \(fields) } }" }
 }
 
 struct TaskItem: Codable, Sendable, Equatable {

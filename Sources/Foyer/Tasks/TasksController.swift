@@ -10,6 +10,8 @@ struct TasksController {
     let views: Views
     let credentials: UpstreamCredentialSource
     let roles: RealmRoleSource
+    let streams: LiveStreams
+    let fragments: TaskStreams
     /// As in the showcase server: deleting a task takes this realm role (when users have realm roles at all).
     static let deletingRole = "admin"
 
@@ -35,7 +37,10 @@ struct TasksController {
         )
         let hasNext = read.value.count > paging.perPage
         let items = Array(read.value.prefix(paging.perPage))
-        var values: [String: Any] = ["title": "Tasks", "tasks": items.map(Self.row), "page_number": paging.page]
+        var values: [String: Any] = [
+            "title": "Tasks", "tasks": items.map(TaskView.init), "page_number": paging.page,
+            "stream_path": streams.path(of: .tasks), "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
+        ]
         values["offline_since"] = read.offlineCopyFrom.map(Self.clockTime)
         if paging.page > 1 { values["previous_page"] = paging.page - 1 }
         if hasNext { values["next_page"] = paging.page + 1 }
@@ -54,7 +59,7 @@ struct TasksController {
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
         let (task, offlineCopyFrom) = try await find(context)
-        var values: [String: Any] = ["title": task.title, "task": Self.row(task)]
+        var values: [String: Any] = ["title": task.title, "task": TaskView(task), "stream_path": streams.path(of: .tasks)]
         values["may_delete"] = try await mayDelete(try context.requireIdentity())
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
         return views.page("tasks/show", values, request: request, context: context)
@@ -110,13 +115,16 @@ struct TasksController {
         guard let status = form["status"], TaskItem.statuses.contains(status), let version = form["version"].flatMap(Int.init) else {
             throw AppError(.unprocessableContent, message: "Send a status (OPEN, ASSIGNED or COMPLETE) and the version you saw.")
         }
+        let updated: TaskItem
         do {
-            guard try await tasks.update(id, version: version, title: nil, description: nil, status: status, credentials: try await credentials(identity)) != nil
+            guard let task = try await tasks.update(id, version: version, title: nil, description: nil, status: status, credentials: try await credentials(identity))
             else { throw Self.notFound(id) }
+            updated = task
         } catch let conflict as TaskConflict {
             let mine = TaskItem(id: id, version: version, title: conflict.server.title, description: conflict.server.description, status: status)
             return conflictPage(request: request, context: context, server: conflict.server, mine: mine)
         }
+        if request.wantsTurboStream { return .turboStream(fragments.updated(updated)) }
         return .seeOther("/tasks")
     }
 
@@ -127,6 +135,7 @@ struct TasksController {
             throw AppError(.forbidden, title: "Not allowed", message: "Deleting tasks takes the realm role \(Self.deletingRole), which you do not have.")
         }
         guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
+        if request.wantsTurboStream { return .turboStream(fragments.deleted(id: id)) }
         return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
     }
 
@@ -174,7 +183,7 @@ struct TasksController {
             "tasks/conflict",
             [
                 "title": "Someone changed this task", "form_page": true,
-                "server": Self.row(server), "mine": Self.row(mine),
+                "server": TaskView(server), "mine": TaskView(mine),
                 "form": retry.values(action: "/tasks/\(server.id)", editing: true),
             ],
             request: request, context: context, status: .conflict
@@ -183,16 +192,6 @@ struct TasksController {
 
     static func notFound(_ id: String) -> AppError {
         AppError(.notFound, title: "Task not found", message: "There is no task \(id). It may have been deleted.")
-    }
-
-    static func row(_ task: TaskItem) -> [String: Any] {
-        let status = task.status ?? "OPEN"
-        return [
-            "id": task.id, "title": task.title, "description": task.description, "status": status,
-            "version": task.version ?? 0, "status_label": status.capitalized,
-            // The status buttons offer the other two statuses.
-            "other_statuses": TaskItem.statuses.filter { $0 != status }.map { ["value": $0, "label": $0.capitalized] },
-        ]
     }
 }
 

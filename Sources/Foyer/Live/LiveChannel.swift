@@ -1,0 +1,136 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One stream's recent events and the subscribers waiting for the next one. The window of recent events is both
+/// the replay buffer for reconnects and every subscriber's buffer: an event is stored once, and subscribers keep
+/// only a cursor into it. Publishing wakes every waiting subscriber; each then writes the same bytes.
+final class LiveChannel: Sendable {
+    struct Limits: Sendable {
+        /// Events kept for replay: at most this many …
+        var window = 1_000
+        /// … and none older than this.
+        var maxAge: Duration = .seconds(300)
+        /// How far a subscriber may fall behind before it is dropped (it reconnects and replays).
+        var subscriberBuffer = 64
+    }
+
+    enum Next: Sendable {
+        /// The payloads after the cursor, oldest first, and the sequence number of the last one.
+        case events([ByteBuffer], through: UInt64)
+        /// The cursor is older than the window: what came between is lost.
+        case gap(latest: UInt64)
+        /// The subscriber is more than `subscriberBuffer` events behind.
+        case lagging
+        case heartbeat
+        case closed
+    }
+
+    private enum Wakeup: Sendable { case data, heartbeat, closed }
+
+    private struct Event {
+        let sequence: UInt64
+        let payload: ByteBuffer
+        let at: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var events = CircularBuffer<Event>()
+        var latest: UInt64 = 0
+        var waiters: [CheckedContinuation<Wakeup, Never>] = []
+        var subscribers = 0
+        var closed = false
+    }
+
+    let limits: Limits
+    private let state = NIOLockedValueBox(State())
+
+    init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    /// The sequence number of the newest event (0 before the first).
+    var latest: UInt64 { state.withLockedValue { $0.latest } }
+
+    var subscriberCount: Int { state.withLockedValue { $0.subscribers } }
+
+    /// Appends an event made from its sequence number (so the payload can carry its own id) and wakes every waiter.
+    @discardableResult
+    func publish(_ payload: (UInt64) -> ByteBuffer) -> UInt64 {
+        let now = ContinuousClock.now
+        let (waiters, sequence) = state.withLockedValue { state in
+            state.latest += 1
+            state.events.append(Event(sequence: state.latest, payload: payload(state.latest), at: now))
+            Self.prune(&state, limits: limits, now: now)
+            let waiters = state.waiters
+            state.waiters.removeAll(keepingCapacity: true)
+            return (waiters, state.latest)
+        }
+        for waiter in waiters { waiter.resume(returning: .data) }
+        return sequence
+    }
+
+    /// What follows `cursor`, waiting for it when there is nothing yet. `maxLag` nil allows any replay from the window.
+    func next(after cursor: UInt64, maxLag: Int? = nil) async -> Next {
+        while true {
+            if let ready = state.withLockedValue({ Self.collect(after: cursor, maxLag: maxLag, $0) }) { return ready }
+            let wakeup = await withCheckedContinuation { (waiter: CheckedContinuation<Wakeup, Never>) in
+                let waiting = state.withLockedValue { state in
+                    guard !state.closed, state.latest <= cursor else { return false }
+                    state.waiters.append(waiter)
+                    return true
+                }
+                if !waiting { waiter.resume(returning: .data) }
+            }
+            switch wakeup {
+            case .data: continue
+            case .heartbeat: return .heartbeat
+            case .closed: return .closed
+            }
+        }
+    }
+
+    /// Wakes every waiting subscriber so it can write a keep-alive; old events leave the window meanwhile.
+    func heartbeat() {
+        let waiters = state.withLockedValue { state in
+            Self.prune(&state, limits: limits, now: .now)
+            let waiters = state.waiters
+            state.waiters.removeAll(keepingCapacity: true)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .heartbeat) }
+    }
+
+    /// Ends every subscription, now and from now on (graceful shutdown).
+    func close() {
+        let waiters = state.withLockedValue { state in
+            state.closed = true
+            let waiters = state.waiters
+            state.waiters.removeAll()
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .closed) }
+    }
+
+    /// Counts a subscriber in for the length of `body`.
+    func subscribed<Value>(_ body: () async throws -> Value) async rethrows -> Value {
+        state.withLockedValue { $0.subscribers += 1 }
+        defer { state.withLockedValue { $0.subscribers -= 1 } }
+        return try await body()
+    }
+
+    private static func collect(after cursor: UInt64, maxLag: Int?, _ state: State) -> Next? {
+        if state.closed { return .closed }
+        guard cursor < state.latest else { return nil }
+        let first = state.events.first?.sequence ?? state.latest + 1
+        if cursor + 1 < first { return .gap(latest: state.latest) }
+        if let maxLag, state.latest - cursor > UInt64(maxLag) { return .lagging }
+        let start = state.events.index(state.events.startIndex, offsetBy: Int(cursor + 1 - first))
+        return .events(state.events[start...].map(\.payload), through: state.latest)
+    }
+
+    private static func prune(_ state: inout State, limits: Limits, now: ContinuousClock.Instant) {
+        while let oldest = state.events.first, state.events.count > limits.window || now - oldest.at > limits.maxAge {
+            state.events.removeFirst()
+        }
+    }
+}

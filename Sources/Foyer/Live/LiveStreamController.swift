@@ -1,0 +1,36 @@
+import HTTPTypes
+import Hummingbird
+
+/// `GET /streams/{signed name}`: server-sent events carrying `<turbo-stream>` HTML, for
+/// `Turbo.connectStreamSource(new EventSource(url))` (Public/live.js does that for `<turbo-stream-source>`).
+struct LiveStreamController {
+    let streams: LiveStreams
+
+    func addRoutes(to router: Router<FoyerRequestContext>) {
+        router.get("/streams/{name}", use: subscribe)
+    }
+
+    @Sendable func subscribe(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let signed = try context.parameters.require("name")
+        guard let stream = streams.stream(signedName: signed) else {
+            throw AppError(.forbidden, title: "Unknown stream", message: "This stream name was not signed by this server.")
+        }
+        if stream.requiresSignIn { _ = try context.requireIdentity() }
+        let lastEventID = request.headers[.lastEventID]
+        let streams = streams
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-cache",
+                // nginx would otherwise hold events back to fill its buffer.
+                .xAccelBuffering: "no",
+            ],
+            body: ResponseBody { writer in try await streams.serve(stream, lastEventID: lastEventID, to: &writer) }
+        )
+    }
+}
+
+extension HTTPField.Name {
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+    static let xAccelBuffering = HTTPField.Name("X-Accel-Buffering")!
+}

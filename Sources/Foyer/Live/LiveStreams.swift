@@ -1,0 +1,132 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+
+/// The streams pages follow, each a LiveChannel. Changes are rendered once into `<turbo-stream>` HTML, framed
+/// once as a server-sent event, and the same bytes go to every subscriber.
+final class LiveStreams: Sendable {
+    /// What a page can follow. Task streams need a signed-in user; post streams are public like post pages.
+    enum Stream: String, Sendable, CaseIterable {
+        case tasks, posts
+
+        var requiresSignIn: Bool { self == .tasks }
+        /// The `<turbo-frame>` around the part of a page this stream keeps live.
+        var frame: String { "\(rawValue)-live" }
+    }
+
+    static let heartbeatInterval: Duration = .seconds(15)
+
+    let names: StreamNames
+    /// Event ids are `boot-sequence`: an id from before a restart names no event of ours, so it means "reload".
+    let bootID: String
+    private let channels: [Stream: LiveChannel]
+
+    init(names: StreamNames, limits: LiveChannel.Limits = .init()) {
+        self.names = names
+        bootID = String(UInt32.random(in: .min ... .max), radix: 36)
+        channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
+    }
+
+    func channel(_ stream: Stream) -> LiveChannel { channels[stream]! }
+
+    /// The signed name a page embeds, and the path it subscribes to.
+    func path(of stream: Stream) -> String { "/streams/" + names.signed(stream.rawValue) }
+
+    func stream(signedName: String) -> Stream? { names.verify(signedName).flatMap(Stream.init(rawValue:)) }
+
+    /// Sends `<turbo-stream>` HTML to every page following `stream`.
+    @discardableResult
+    func broadcast(_ html: String, on stream: Stream) -> UInt64 {
+        channel(stream).publish { sequence in event(html, id: eventID(sequence)) }
+    }
+
+    /// Tells every page following `stream` to load its live part again: events were missed.
+    func broadcastReload(on stream: Stream) {
+        broadcast(TurboStream.reloadFrame(stream.frame), on: stream)
+    }
+
+    func heartbeat() { for channel in channels.values { channel.heartbeat() } }
+    func closeAll() { for channel in channels.values { channel.close() } }
+
+    /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, or the
+    /// server shuts down. `lastEventID` resumes a reconnect: the missed events from the window, or a reload.
+    func serve(_ stream: Stream, lastEventID: String?, to writer: inout any ResponseBodyWriter) async throws {
+        let channel = channel(stream)
+        try await channel.subscribed {
+            var cursor = channel.latest
+            var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
+            if let lastEventID {
+                if let resumed = sequence(of: lastEventID), resumed <= cursor {
+                    cursor = resumed
+                } else {
+                    opening.writeImmutableBuffer(event(TurboStream.reloadFrame(stream.frame), id: eventID(cursor)))
+                }
+            }
+            try await writer.write(opening)
+            var replaying = true
+            try await withGracefulShutdownHandler {
+                while true {
+                    switch await channel.next(after: cursor, maxLag: replaying ? nil : channel.limits.subscriberBuffer) {
+                    case .events(let payloads, let through):
+                        cursor = through
+                        if payloads.count == 1 {
+                            try await writer.write(payloads[0])
+                        } else {
+                            var joined = ByteBuffer()
+                            for payload in payloads { joined.writeImmutableBuffer(payload) }
+                            try await writer.write(joined)
+                        }
+                    case .gap(let latest):
+                        cursor = latest
+                        try await writer.write(event(TurboStream.reloadFrame(stream.frame), id: eventID(latest)))
+                    case .heartbeat:
+                        try await writer.write(Self.heartbeatComment)
+                    case .lagging, .closed:
+                        return
+                    }
+                    replaying = false
+                }
+            } onGracefulShutdown: {
+                self.closeAll()
+            }
+        }
+        try await writer.finish(nil)
+    }
+
+    private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")
+
+    private func eventID(_ sequence: UInt64) -> String { "\(bootID)-\(sequence)" }
+
+    private func sequence(of eventID: String) -> UInt64? {
+        guard let dash = eventID.lastIndex(of: "-"), eventID[..<dash] == bootID else { return nil }
+        return UInt64(eventID[eventID.index(after: dash)...])
+    }
+
+    /// One SSE event: its id, then the HTML as `data:` lines (a line break inside the HTML starts a new line).
+    private func event(_ html: String, id: String) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(html.utf8.count + 64)
+        buffer.writeString("id: \(id)\n")
+        for line in html.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) {
+            buffer.writeStaticString("data: ")
+            buffer.writeSubstring(line)
+            buffer.writeStaticString("\n")
+        }
+        buffer.writeStaticString("\n")
+        return buffer
+    }
+}
+
+/// Keeps idle streams alive (proxies and browsers drop silent connections) and the replay window trimmed.
+struct LiveHeartbeatService: Service {
+    let streams: LiveStreams
+
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: LiveStreams.heartbeatInterval)) != nil {
+                streams.heartbeat()
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+/// What the task templates show of a task (`tasks/row`, `tasks/content`): the same for every viewer, so a
+/// live fragment rendered once serves every open page.
+struct TaskView: Sendable {
+    struct StatusOption: Sendable {
+        let value: String
+        let label: String
+    }
+
+    let id: String
+    let title: String
+    let description: String
+    let status: String
+    let statusLabel: String
+    let version: Int
+    /// The list's buttons offer the other two statuses.
+    let otherStatuses: [StatusOption]
+
+    init(_ task: TaskItem) {
+        let status = task.status ?? "OPEN"
+        id = task.id
+        title = task.title
+        description = task.description
+        self.status = status
+        statusLabel = status.capitalized
+        version = task.version ?? 0
+        otherStatuses = TaskItem.statuses.filter { $0 != status }.map { StatusOption(value: $0, label: $0.capitalized) }
+    }
+}
+
+/// The `<turbo-stream>` HTML that shows a task change on open pages: list rows (`task_ID`) and the detail page
+/// (`task_ID_content`, `task_ID_detail`). Pages that show neither ignore it.
+struct TaskStreams: Sendable {
+    let views: Views
+
+    func added(_ task: TaskItem) -> String {
+        TurboStream.append("tasks", views.render("tasks/row", TaskView(task)))
+    }
+
+    func updated(_ task: TaskItem) -> String {
+        let view = TaskView(task)
+        return TurboStream.replace("task_\(task.id)", views.render("tasks/row", view))
+            + TurboStream.replace("task_\(task.id)_content", views.render("tasks/content", view))
+    }
+
+    func deleted(id: String) -> String {
+        TurboStream.remove("task_\(id)") + TurboStream.replace("task_\(id)_detail", views.render("tasks/deleted", ["id": id]))
+    }
+}
+
+/// Task changes from whichever source sees them (the embedded service's events, the upstream's subscription),
+/// sent to every open task page.
+struct TaskBroadcasts: Sendable {
+    let streams: LiveStreams
+    let fragments: TaskStreams
+
+    func publish(_ kind: TaskEvents.Kind, _ task: TaskItem) {
+        let html = switch kind {
+        case .added: fragments.added(task)
+        case .updated: fragments.updated(task)
+        case .deleted: fragments.deleted(id: task.id)
+        }
+        streams.broadcast(html, on: .tasks)
+    }
+
+    /// Events may have been missed (the upstream's socket dropped): open pages load their tasks again.
+    func reload() {
+        streams.broadcastReload(on: .tasks)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import GraphQL
+import HummingbirdWSClient
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import ServiceLifecycle
+
+/// The remote upstream's task events, for live pages: **one** websocket per Foyer instance (legacy `graphql-ws`,
+/// the three task subscriptions on it), whatever the number of open pages. When the socket drops it reconnects
+/// with backoff, and since events were missed meanwhile, open pages reload their tasks.
+struct UpstreamTaskFeed: Service {
+    static let maximumBackoff: Double = 30
+
+    let webSocketURL: String
+    /// The token the feed signs in with: the configured upstream token, or a Keycloak client-credentials token.
+    let token: @Sendable () async throws -> String?
+    let broadcasts: TaskBroadcasts
+    let logger: Logger
+
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            // Failures in a row, and whether any connection got as far as subscribing.
+            let progress = NIOLockedValueBox((failures: 0, subscribedBefore: false))
+            while !Task.isCancelled {
+                do {
+                    try await follow {
+                        let reconnected = progress.withLockedValue { progress in
+                            defer { progress = (0, true) }
+                            return progress.subscribedBefore
+                        }
+                        if reconnected { broadcasts.reload() }
+                    }
+                    logger.info("The upstream closed the task feed; reconnecting")
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("Upstream task feed: \(error)")
+                }
+                let failures = progress.withLockedValue { progress in
+                    progress.failures += 1
+                    return progress.failures
+                }
+                // Exponential, capped, with jitter so that many instances do not reconnect in step.
+                let delay = min(Self.maximumBackoff, 0.25 * pow(2, Double(min(failures, 8)))) * Double.random(in: 0.8...1.2)
+                try? await Task.sleep(for: .seconds(delay))
+            }
+        }
+    }
+
+    private struct Envelope: Decodable {
+        let type: String
+        let id: String?
+        let payload: Map?
+    }
+
+    /// One connection, until it ends. `onSubscribed` runs once the upstream accepted the subscriptions.
+    private func follow(onSubscribed: @escaping @Sendable () -> Void) async throws {
+        let token = try await token()
+        let initPayload: Map = token.map { ["Authorization": .string("Bearer \($0)")] } ?? [:]
+        let connectionInit = String(decoding: try JSONEncoder().encode(["type": "connection_init", "payload": initPayload] as Map), as: UTF8.self)
+        let starts = try TaskEvents.Kind.allCases.map { kind in
+            let start: Map = ["type": "start", "id": .string(kind.rawValue), "payload": ["query": .string(TaskDocuments.subscription(kind))]]
+            return String(decoding: try JSONEncoder().encode(start), as: UTF8.self)
+        }
+        let configuration = WebSocketClientConfiguration(
+            maxFrameSize: RemoteGraphQLExecutor.maximumReplySize, additionalHeaders: [.secWebSocketProtocol: "graphql-ws"]
+        )
+        let (broadcasts, logger) = (broadcasts, logger)
+        try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, logger: logger) { inbound, outbound, _ in
+            try await outbound.write(.text(connectionInit))
+            for try await message in inbound.messages(maxSize: RemoteGraphQLExecutor.maximumReplySize) {
+                guard case .text(let text) = message, let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) else {
+                    throw GraphQLUpstreamError.invalidReply("a websocket message that is not graphql-ws JSON")
+                }
+                switch envelope.type {
+                case "connection_ack":
+                    for start in starts { try await outbound.write(.text(start)) }
+                    logger.info("Following the upstream's task events")
+                    onSubscribed()
+                case "connection_error":
+                    throw GraphQLUpstreamError.sessionExpired
+                case "data":
+                    guard let kind = envelope.id.flatMap(TaskEvents.Kind.init(rawValue:)) else { continue }
+                    struct Result: Decodable { let data: [String: TaskItem?]? }
+                    let result = try? JSONDecoder().decode(Result.self, from: JSONEncoder().encode(envelope.payload ?? [:]))
+                    if let task = result?.data?[kind.rawValue] ?? nil {
+                        broadcasts.publish(kind, task)
+                    } else {
+                        logger.warning("Upstream task event without a task: \(text.prefix(200))")
+                    }
+                case "error", "complete":
+                    // A subscription that ends leaves pages behind: start over on a new connection.
+                    throw GraphQLUpstreamError.invalidReply("the upstream ended subscription \(envelope.id ?? "?"): \(text.prefix(200))")
+                default:
+                    continue  // "ka"
+                }
+            }
+        }
+    }
+}

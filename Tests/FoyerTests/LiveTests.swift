@@ -1,0 +1,293 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@testable import Foyer
+
+@Suite struct LiveStreamTests {
+    @Test func streamNamesAreSignedAndAnAlteredOneIsRefused() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let secret = try await StreamNames.secret(configured: nil, database: database)
+        #expect(try await StreamNames.secret(configured: nil, database: database) == secret, "the generated secret is kept")
+        let names = StreamNames(secret: secret)
+        let signed = names.signed("tasks")
+        #expect(names.verify(signed) == "tasks")
+        var altered = Array(signed)
+        altered[altered.count - 1] = altered.last == "0" ? "1" : "0"
+        #expect(names.verify(String(altered)) == nil)
+        // The name swapped under the same signature, and another server's signature, are refused too.
+        let postsPart = names.signed("posts").split(separator: "-").first!
+        #expect(names.verify(String(postsPart) + String(signed.drop(while: { $0 != "-" }))) == nil)
+        #expect(StreamNames(secret: Data("another server".utf8)).verify(signed) == nil)
+        #expect(names.verify("tasks") == nil)
+    }
+
+    @Test func aChannelReplaysItsWindowAndNamesGapsAndLaggards() async throws {
+        let channel = LiveChannel(limits: .init(window: 5, maxAge: .seconds(60), subscriberBuffer: 2))
+        for number in 1...8 { channel.publish { _ in ByteBuffer(string: "event \(number)") } }
+        // The window holds 4…8.
+        guard case .events(let replayed, let through) = await channel.next(after: 5) else { Issue.record("expected events"); return }
+        #expect(replayed.map { String(buffer: $0) } == ["event 6", "event 7", "event 8"])
+        #expect(through == 8)
+        guard case .gap(let latest) = await channel.next(after: 2) else { Issue.record("expected a gap"); return }
+        #expect(latest == 8)
+        guard case .lagging = await channel.next(after: 5, maxLag: 2) else { Issue.record("expected lagging"); return }
+
+        // A waiting subscriber wakes for the next event, for a heartbeat, and for the close.
+        async let waited = channel.next(after: 8)
+        try await Task.sleep(for: .milliseconds(50))
+        channel.publish { _ in ByteBuffer(string: "event 9") }
+        guard case .events(let next, _) = await waited else { Issue.record("expected the next event"); return }
+        #expect(next.map { String(buffer: $0) } == ["event 9"])
+        async let beat = channel.next(after: 9)
+        try await Task.sleep(for: .milliseconds(50))
+        channel.heartbeat()
+        guard case .heartbeat = await beat else { Issue.record("expected a heartbeat"); return }
+        async let closing = channel.next(after: 9)
+        try await Task.sleep(for: .milliseconds(50))
+        channel.close()
+        guard case .closed = await closing else { Issue.record("expected the close"); return }
+    }
+
+    @Test func eventsAreTooOldAfterTheirMaximumAge() async throws {
+        let channel = LiveChannel(limits: .init(window: 100, maxAge: .milliseconds(50), subscriberBuffer: 10))
+        channel.publish { _ in ByteBuffer(string: "old") }
+        try await Task.sleep(for: .milliseconds(100))
+        channel.heartbeat()
+        guard case .gap = await channel.next(after: 0) else { Issue.record("an event past its age is no longer replayed"); return }
+    }
+
+    /// serve() as a subscriber sees it: ids on every event, HTML split into `data:` lines, replay after
+    /// Last-Event-ID, and a reload when the id is from before a restart.
+    @Test func serverSentEventsCarryIdsAndResumeAfterLastEventID() async throws {
+        func streamsWithTwoEvents() -> LiveStreams {
+            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+            streams.broadcast("<turbo-stream action=\"remove\" target=\"post_1\"></turbo-stream>", on: .posts)
+            streams.broadcast("<p>two\nlines</p>", on: .posts)
+            return streams
+        }
+        let streams = streamsWithTwoEvents()
+        let resumed = try await Self.written(by: streams, lastEventID: "\(streams.bootID)-1")
+        #expect(resumed.hasPrefix("retry: 2000\n"))
+        #expect(!resumed.contains("post_1"), "the event the client had is not sent again")
+        #expect(resumed.contains("id: \(streams.bootID)-2\ndata: <p>two\ndata: lines</p>\n\n"))
+
+        let restarted = streamsWithTwoEvents()
+        let fromBeforeARestart = try await Self.written(by: restarted, lastEventID: "oldboot-7")
+        #expect(fromBeforeARestart.contains(##"<turbo-frame id="posts-live" src="#" target="_top">"##))
+        #expect(fromBeforeARestart.contains("id: \(restarted.bootID)-2\n"), "the reload moves the client to the latest id")
+        #expect(!fromBeforeARestart.contains("<p>two"))
+
+        let fresh = try await Self.written(by: streamsWithTwoEvents(), lastEventID: nil)
+        #expect(!fresh.contains("data:"), "a new subscriber starts from now")
+    }
+
+    /// What serve() writes for one subscriber, until the streams close (once it waits for more).
+    static func written(by streams: LiveStreams, lastEventID: String?) async throws -> String {
+        let collected = NIOLockedValueBox(ByteBuffer())
+        let serving = Task {
+            var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
+            try await streams.serve(.posts, lastEventID: lastEventID, to: &writer)
+        }
+        while streams.channel(.posts).subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        streams.closeAll()
+        try await serving.value
+        return collected.withLockedValue { String(buffer: $0) }
+    }
+
+    struct CollectingWriter: ResponseBodyWriter {
+        let collected: NIOLockedValueBox<ByteBuffer>
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            var buffer = buffer
+            collected.withLockedValue { $0.writeBuffer(&buffer) }
+        }
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+
+    @Test func taskStreamsNeedASignInAndForgedNamesAreRefused() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let tasksPath = try await client.execute(uri: "/tasks", method: .get, headers: bearer(token).merging(browserHeaders)) { response in
+                try Self.streamPath(in: response.text)
+            }
+            try await client.execute(uri: tasksPath, method: .get, headers: [.accept: "text/event-stream"]) { response in
+                #expect(response.status == .unauthorized)
+            }
+            var forged = tasksPath
+            forged.removeLast()
+            forged += tasksPath.hasSuffix("a") ? "b" : "a"
+            try await client.execute(uri: forged, method: .get, headers: bearer(token)) { response in
+                #expect(response.status == .forbidden)
+                #expect(response.text.contains("not signed by this server"))
+            }
+            // A name the server never signs, with a signature made up for it.
+            try await client.execute(uri: "/streams/dXNlcnM--00", method: .get, headers: bearer(token)) { response in
+                #expect(response.status == .forbidden)
+            }
+        }
+    }
+
+    @Test func pagesEmbedTheirSignedStreamAndALiveFrame() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let postID = try await createPost(client, token: token, title: "Followed")
+            for path in ["/posts", "/posts/\(postID)"] {
+                try await client.execute(uri: path, method: .get, headers: browserHeaders) { response in
+                    let streamPath = try Self.streamPath(in: response.text)
+                    #expect(streamPath.hasPrefix("/streams/"))
+                    #expect(response.text.contains(#"<turbo-frame id="posts-live" target="_top">"#))
+                    #expect(response.text.contains(#"<script src="/live.js" defer></script>"#))
+                }
+            }
+            try await client.execute(uri: "/posts/\(postID)", method: .get, headers: browserHeaders) { response in
+                #expect(response.text.contains(#"id="post_\#(postID)_content""#))
+                #expect(response.text.contains(#"id="post_\#(postID)_detail""#))
+            }
+        }
+    }
+
+    /// Every write reaches open pages as rendered `<turbo-stream>` HTML, whichever way it was made: the post
+    /// API, a task form, `/graphql`. Read over a real socket, as a browser's EventSource would.
+    @Test func writesReachOpenStreamsWhicheverWayTheyAreMade() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let session = try await browserSession(client)
+            let pages = try await client.execute(uri: "/tasks", method: .get, headers: bearer(token).merging(browserHeaders)) { $0.text }
+            let posts = try await client.execute(uri: "/posts", method: .get, headers: browserHeaders) { $0.text }
+            let port = try #require(client.port)
+            let taskStream = try RawStream(port: port, path: try Self.streamPath(in: pages), headers: ["Authorization: Bearer \(token)"])
+            let postStream = try RawStream(port: port, path: try Self.streamPath(in: posts))
+            #expect(try taskStream.read(until: ": tasks\n").contains("200 OK"))
+            #expect(try postStream.read(until: ": posts\n").contains("text/event-stream"))
+
+            let postID = try await createPost(client, token: token, title: "Live <post>")
+            let created = try postStream.read(until: "</turbo-stream>")
+            #expect(created.contains(#"<turbo-stream action="prepend" target="posts">"#))
+            #expect(created.contains(#"<template><li id="post_\#(postID)">"#))
+            #expect(created.contains("Live &lt;post&gt;"))
+
+            try await client.execute(
+                uri: "/tasks", method: .post, headers: session.headers,
+                body: formBody([("authenticity_token", session.csrf), ("title", "Live task"), ("description", "d"), ("status", "OPEN")])
+            ) { #expect($0.status == .seeOther) }
+            #expect(try taskStream.read(until: "</turbo-stream>").contains(#"<turbo-stream action="append" target="tasks">"#))
+            try await client.execute(
+                uri: "/graphql", method: .post, headers: bearer(token).merging(jsonHeaders),
+                body: ByteBuffer(string: #"{"query":"mutation { updateTask(id: \"1\", version: 1, status: COMPLETE) { id } }"}"#)
+            ) { #expect($0.status == .ok) }
+            let updated = try taskStream.read(until: "_content\">")
+            #expect(updated.contains(#"<turbo-stream action="replace" target="task_1">"#))
+            #expect(updated.contains(#"data-status="COMPLETE""#))
+        }
+    }
+
+    static func streamPath(in html: String) throws -> String {
+        let marker = #"<turbo-stream-source src=""#
+        let start = try #require(html.range(of: marker), "the page follows no stream")
+        return String(html[start.upperBound...].prefix { $0 != "\"" })
+    }
+}
+
+/// Turbo submits forms with `Accept: text/vnd.turbo-stream.html, …`: the status buttons and the deletes answer
+/// with the `<turbo-stream>` that changes the page in place; other clients keep their 303.
+@Suite struct TurboStreamAnswerTests {
+    static let turboAccept = "text/vnd.turbo-stream.html, text/html, application/xhtml+xml"
+
+    @Test func statusButtonsAndDeletesAnswerInStreams() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let turbo = session.headers.merging([.accept: Self.turboAccept])
+            let path = try await TaskPagesTests().createTask(client, session, title: "Streamed")
+            let id = String(path.split(separator: "/").last!)
+            try await client.execute(
+                uri: "/tasks/\(id)/status", method: .post, headers: turbo,
+                body: formBody([("authenticity_token", session.csrf), ("version", "1"), ("status", "COMPLETE")])
+            ) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("text/vnd.turbo-stream.html") == true)
+                #expect(response.text.contains(#"<turbo-stream action="replace" target="task_\#(id)">"#))
+                #expect(response.text.contains(#"data-status="COMPLETE""#))
+                #expect(!response.text.contains(session.csrf), "fragments hold nothing of one user's")
+            }
+            // A native shell keeps its redirect: that is what moves its screens.
+            try await client.execute(
+                uri: "/tasks/\(id)/status", method: .post, headers: turbo.merging([.userAgent: "Hotwire Native iOS; Turbo Native iOS"]),
+                body: formBody([("authenticity_token", session.csrf), ("version", "2"), ("status", "OPEN")])
+            ) { #expect($0.status == .seeOther) }
+            try await client.execute(
+                uri: path, method: .post, headers: turbo, body: formBody([("_method", "delete"), ("authenticity_token", session.csrf)])
+            ) { response in
+                #expect(response.status == .ok)
+                #expect(response.text.contains(#"<turbo-stream action="remove" target="task_\#(id)">"#))
+                #expect(response.text.contains(#"target="task_\#(id)_detail""#))
+            }
+
+            let (token, _) = try await signIn(client)
+            let postID = try await createPost(client, token: token)
+            try await client.execute(
+                uri: "/posts/\(postID)", method: .post, headers: turbo,
+                body: formBody([("_method", "delete"), ("authenticity_token", session.csrf)])
+            ) { response in
+                #expect(response.status == .ok)
+                #expect(response.text.contains(#"<turbo-stream action="remove" target="post_\#(postID)">"#))
+            }
+            let another = try await createPost(client, token: token)
+            try await client.execute(
+                uri: "/posts/\(another)", method: .post, headers: session.headers,
+                body: formBody([("_method", "delete"), ("authenticity_token", session.csrf)])
+            ) { response in
+                #expect(response.status == .seeOther, "without the stream type in Accept, a redirect as before")
+            }
+        }
+    }
+}
+
+/// A plain socket that asks for a stream and reads what comes, as any HTTP client would; no buffering in between.
+final class RawStream {
+    private let socket: Int32
+    private var received = ""
+
+    init(port: Int, path: String, headers: [String] = []) throws {
+        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Accept: text/event-stream"] + headers).joined(separator: "\r\n") + "\r\n\r\n"
+        _ = request.withCString { send(socket, $0, strlen($0), 0) }
+    }
+
+    deinit { close(socket) }
+
+    /// Everything up to and including `marker` not returned before; throws after 5 s without it.
+    func read(until marker: String) throws -> String {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while received.range(of: marker) == nil {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            guard count > 0 else { throw POSIXError(.ETIMEDOUT) }
+            received += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        let end = received.range(of: marker)!.upperBound
+        defer { received = String(received[end...]) }
+        return String(received[..<end])
+    }
+}
