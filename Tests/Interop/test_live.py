@@ -1,0 +1,357 @@
+"""Live pages: real Chromium pages following server-sent events, raw HTTP clients for the stream contract, and the
+ariadne task server as an upstream whose events reach open pages through one websocket."""
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, TaskServer, foyer_binary
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_graphql import post, session_token
+
+SECOND_EMAIL = "bob@foyer.test"
+SECOND_PASSWORD = "bob's own password"
+
+
+def add_user(server, email: str, password: str):
+    added = subprocess.run(
+        [foyer_binary(), "user", "add", email, "--database", str(server.database)],
+        input=password + "\n", capture_output=True, text=True, timeout=60,
+    )
+    assert added.returncode == 0 or "already" in added.stderr, added.stderr
+
+
+def sign_in(page, server, email: str, password: str):
+    page.goto(server.url + "/sign_in")
+    page.wait_for_function("window.Turbo !== undefined")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/")
+
+
+def follow(page, url: str):
+    """Opens a live page and waits until its event stream is open; marks the window to prove no reload later."""
+    page.goto(url)
+    page.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+    page.evaluate("window.neverReloaded = true")
+
+
+def stream_path(html: str) -> str:
+    return re.search(r'<turbo-stream-source src="([^"]+)"', html).group(1)
+
+
+def get(url: str, headers=None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+class RawStream:
+    """One event-stream subscriber on a plain socket: what an EventSource sends, and every byte as it arrives."""
+
+    def __init__(self, server, path: str, headers=(), receive_buffer: int | None = None):
+        self.socket = socket.socket()
+        if receive_buffer:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.socket.connect(("127.0.0.1", server.port))
+        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1", "Accept: text/event-stream", *headers]
+        self.socket.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.received = b""
+
+    def read_until(self, marker: bytes, seconds: float = 5) -> bytes:
+        deadline = time.monotonic() + seconds
+        while marker not in self.received:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {marker!r} within {seconds} s; got {self.received[-600:]!r}")
+            self.socket.settimeout(remaining)
+            chunk = self.socket.recv(1 << 20)
+            if not chunk:
+                raise AssertionError(f"the stream closed before {marker!r}; got {self.received[-600:]!r}")
+            self.received += chunk
+        end = self.received.index(marker) + len(marker)
+        found, self.received = self.received[:end], self.received[end:]
+        return found
+
+    def close(self):
+        self.socket.close()
+
+
+def event_ids(text: bytes) -> list[str]:
+    return re.findall(rb"^id: (\S+)$", text, re.M)
+
+
+def create_post(server, token: str, title: str, content: str = "words") -> int:
+    status, body = post(server.url + "/api/v1/posts", {"title": title, "content": content}, token)
+    assert status == 201, body
+    return json.loads(body)["id"]
+
+
+def patch_post(server, token: str, post_id: int, fields: dict):
+    request = urllib.request.Request(
+        f"{server.url}/api/v1/posts/{post_id}", method="PATCH", data=json.dumps(fields).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+# --- Chromium: two people, one page each ---------------------------------------------------------------------
+
+def test_a_second_browser_sees_task_changes_without_reloading(server, browser):  # noqa: F811
+    add_user(server, SECOND_EMAIL, SECOND_PASSWORD)
+    writer_context, watcher_context = browser.new_context(), browser.new_context()
+    writer, watcher = writer_context.new_page(), watcher_context.new_page()
+    writer.on("dialog", lambda dialog: dialog.accept())
+    try:
+        sign_in(writer, server, DEMO_EMAIL, DEMO_PASSWORD)
+        sign_in(watcher, server, SECOND_EMAIL, SECOND_PASSWORD)
+        follow(watcher, server.url + "/tasks")
+
+        title = f"Seen live {time.time_ns()}"
+        writer.goto(server.url + "/tasks/new")
+        writer.fill("input[name=title]", title)
+        writer.fill("textarea[name=description]", "made in the other browser")
+        writer.click("main button[type=submit]")
+        writer.locator("article.task h1").wait_for()
+        task_path = writer.url.removeprefix(server.url)
+        row = watcher.locator("li.task", has_text=title)
+        row.wait_for(timeout=2000)
+        assert row.locator(".badge").inner_text() == "Open"
+
+        writer.goto(server.url + "/tasks")
+        writer.locator("li.task", has_text=title).locator("button", has_text="Mark Complete").click()
+        # The writer's own page changes in place from the form's stream answer.
+        writer.locator("li.task", has_text=title).locator(".badge[data-status=COMPLETE]").wait_for(timeout=2000)
+        row.locator(".badge[data-status=COMPLETE]").wait_for(timeout=2000)
+
+        writer.goto(server.url + task_path)
+        writer.click("main button:has-text('Delete')")
+        writer.locator("text=This task was deleted.").wait_for(timeout=2000)
+        row.wait_for(state="detached", timeout=2000)
+        assert watcher.evaluate("window.neverReloaded") is True
+        assert watcher.url == server.url + "/tasks"
+    finally:
+        writer_context.close()
+        watcher_context.close()
+
+
+def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browser):  # noqa: F811
+    writer_context, watcher_context = browser.new_context(), browser.new_context()
+    writer, watcher = writer_context.new_page(), watcher_context.new_page()
+    writer.on("dialog", lambda dialog: dialog.accept())
+    try:
+        sign_in(writer, server, DEMO_EMAIL, DEMO_PASSWORD)
+        follow(watcher, server.url + "/posts")
+
+        title = f"Posted live {time.time_ns()}"
+        writer.goto(server.url + "/posts/new")
+        writer.fill("input[name=title]", title)
+        writer.fill("textarea[name=content]", "First words.")
+        writer.click("main button[type=submit]")
+        writer.locator("article.post h1").wait_for()
+        post_url = writer.url
+        watcher.locator("ol.posts li .post-title", has_text=title).wait_for(timeout=2000)
+        assert watcher.locator("ol.posts li .post-title").first.inner_text() == title, "newest first"
+
+        # The watcher opens the post; an edit elsewhere changes what it shows.
+        watcher.click(f"a:has-text('{title}')")
+        watcher.wait_for_url(post_url)
+        watcher.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        writer.click("a:has-text('Edit')")
+        writer.wait_for_url(post_url + "/edit")
+        writer.fill("input[name=title]", title + " (edited)")
+        writer.click("main button[type=submit]")
+        watcher.locator("article.post h1", has_text="(edited)").wait_for(timeout=2000)
+
+        watcher.click("a[href='/posts']")
+        watcher.wait_for_url(server.url + "/posts")
+        watcher.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        writer.goto(post_url)
+        writer.click("main button:has-text('Delete')")
+        writer.locator("text=This post was deleted.").wait_for(timeout=2000)
+        watcher.locator("ol.posts li .post-title", has_text=title).wait_for(state="detached", timeout=2000)
+        # Every step was Turbo: clicks were Drive visits and changes arrived over the stream.
+        assert watcher.evaluate("window.neverReloaded") is True
+    finally:
+        writer_context.close()
+        watcher_context.close()
+
+
+# --- The stream contract, with a plain HTTP client ----------------------------------------------------------------
+
+def test_streams_are_signed_and_task_streams_need_a_sign_in(server):
+    token = session_token(server)
+    status, page = get(server.url + "/tasks", {"Authorization": f"Bearer {token}"})
+    assert status == 200
+    path = stream_path(page)
+    assert get(server.url + path)[0] == 401
+    assert get(server.url + path, {"Accept": "application/json"})[0] == 401
+    forged = path[:-1] + ("0" if path[-1] != "0" else "1")
+    assert get(server.url + forged, {"Authorization": f"Bearer {token}"})[0] == 403
+    swapped = "/streams/cG9zdHM" + path[path.index("--"):]  # "posts" under the tasks signature
+    assert get(server.url + swapped)[0] == 403
+
+    stream = RawStream(server, path, [f"Authorization: Bearer {token}"])
+    head = stream.read_until(b"\n\n", 5)
+    assert b"HTTP/1.1 200 OK" in head
+    assert b"content-type: text/event-stream" in head.lower()
+    assert b"cache-control: no-cache" in head.lower()
+    stream.close()
+
+
+def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
+    token = session_token(server)
+    path = stream_path(get(server.url + "/posts")[1])
+    post_id = create_post(server, token, "Replayed")
+
+    first = RawStream(server, path)
+    first.read_until(b": posts\n\n")
+    patch_post(server, token, post_id, {"title": "Replayed once"})
+    seen = event_ids(first.read_until(b"</turbo-stream>\n\n"))
+    assert len(seen) == 1
+    first.close()
+
+    # Missed while away: two edits. The reconnect names the last id it had, as EventSource does.
+    patch_post(server, token, post_id, {"title": "Replayed twice"})
+    patch_post(server, token, post_id, {"title": "Replayed thrice"})
+    again = RawStream(server, path, [f"Last-Event-ID: {seen[0].decode()}"])
+    replay = again.read_until(b"Replayed thrice", 5)
+    assert b"Replayed twice" in replay and b"Replayed once" not in replay
+    again.close()
+
+    # More than the window (1,000 events) later, the missed events are gone: the page reloads its live part.
+    for number in range(1005):
+        patch_post(server, token, post_id, {"content": f"edit {number}"})
+    gap = RawStream(server, path, [f"Last-Event-ID: {seen[0].decode()}"])
+    reload = gap.read_until(b"</turbo-stream>\n\n")
+    assert b'<turbo-frame id="posts-live" src="#" target="_top">' in reload
+    assert b"edit 1004" not in reload
+    gap.close()
+
+
+def test_a_subscriber_that_never_reads_does_not_hold_up_the_others(server):
+    """One subscriber stops reading with a tiny receive buffer; the edits carry 100 KB each, so its socket fills
+    at once. The reader still gets every event as it is made, and the stalled one is dropped by the server."""
+    token = session_token(server)
+    path = stream_path(get(server.url + "/posts")[1])
+    post_id = create_post(server, token, "Heavy")
+    stalled = RawStream(server, path, receive_buffer=4096)
+    stalled.read_until(b": posts\n\n")
+    reader = RawStream(server, path)
+    reader.read_until(b": posts\n\n")
+
+    big = "x" * 99_000
+    slowest = 0.0
+    for number in range(100):
+        patch_post(server, token, post_id, {"title": f"Heavy {number}", "content": big})
+        acknowledged = time.monotonic()
+        reader.read_until(f"Heavy {number}</strong>".encode(), 5)
+        slowest = max(slowest, time.monotonic() - acknowledged)
+    assert slowest < 1.0, f"an event took {slowest:.2f} s to reach the subscriber that reads"
+
+    # The stalled subscriber fell more than its buffer behind: its response ended (the last chunk), so its
+    # browser would reconnect with Last-Event-ID.
+    stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    tail = stalled.read_until(b"\r\n0\r\n\r\n", 10)
+    assert len(event_ids(tail)) < 100
+    stalled.close()
+    reader.close()
+
+
+# --- The ariadne upstream: its own events, one socket for all pages, restarts --------------------------------------
+
+def established_connections_to(port: int) -> int:
+    """Established TCP connections on this machine whose remote end is `port` (IPv4 and IPv6)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            next(lines)
+            for line in lines:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01":
+                    count += 1
+    return count
+
+
+def test_a_task_made_at_the_upstream_reaches_open_pages_over_one_socket(upstream_foyer, task_server, browser):  # noqa: F811
+    token = session_token(upstream_foyer)
+    path = stream_path(get(upstream_foyer.url + "/tasks", {"Authorization": f"Bearer {token}"})[1])
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        sign_in(page, upstream_foyer, DEMO_EMAIL, DEMO_PASSWORD)
+        follow(page, upstream_foyer.url + "/tasks")
+        streams = [RawStream(upstream_foyer, path, [f"Authorization: Bearer {token}"]) for _ in range(49)]
+        for stream in streams:
+            stream.read_until(b": tasks\n\n")
+        # 50 open pages; the only connections to the upstream are Foyer's one websocket and its HTTP pool's
+        # keep-alive connections (the page loads above used at most one or two).
+        assert established_connections_to(task_server.port) <= 3
+
+        title = f"Made at the upstream {time.time_ns()}"
+        status, body = post(task_server.url, {"query": 'mutation($t: String!) { createTask(title: $t, description: "d") { id } }',
+                                              "variables": {"t": title}}, task_server.token)
+        assert status == 200, body
+        page.locator("li.task", has_text=title).wait_for(timeout=2000)
+        for stream in streams:
+            assert title.encode() in stream.read_until(b"</turbo-stream>\n\n", 5)
+        assert page.evaluate("window.neverReloaded") is True
+        for stream in streams:
+            stream.close()
+    finally:
+        context.close()
+
+
+def test_an_upstream_restart_reloads_open_lists(tmp_path, browser):  # noqa: F811
+    peer = TaskServer(tmp_path, token="restart-token")
+    foyer = RunningServer(tmp_path, extra_env={"FOYER_GRAPHQL_TOKEN": peer.token}, extra_args=["--graphql-url", peer.url])
+    context = browser.new_context()
+    try:
+        status, body = post(peer.url, {"query": 'mutation { createTask(title: "Before the restart", description: "d") { id } }'}, peer.token)
+        assert status == 200, body
+        page = context.new_page()
+        sign_in(page, foyer, DEMO_EMAIL, DEMO_PASSWORD)
+        follow(page, foyer.url + "/tasks")
+        page.locator("li.task", has_text="Before the restart").wait_for()
+        page.evaluate("document.getElementById('tasks').dataset.renderedBefore = 'yes'")
+
+        peer.stop()
+        peer.start()  # the same port, and like the showcase server's memory store, empty
+        # Events may have been missed while the upstream was away: the list is loaded again, in place.
+        page.wait_for_function("document.getElementById('tasks')?.dataset.renderedBefore === undefined", timeout=15000)
+        page.locator("li.task", has_text="Before the restart").wait_for(state="detached", timeout=5000)
+        assert page.evaluate("window.neverReloaded") is True
+
+        # And it follows the new upstream's events again.
+        status, body = post(peer.url, {"query": 'mutation { createTask(title: "After the restart", description: "d") { id } }'}, peer.token)
+        assert status == 200, body
+        page.locator("li.task", has_text="After the restart").wait_for(timeout=2000)
+    finally:
+        context.close()
+        foyer.stop()
+        peer.stop()
+
+
+def test_sigterm_ends_open_streams_and_the_server_stops(tmp_path):
+    foyer = RunningServer(tmp_path)
+    path = stream_path(get(foyer.url + "/posts")[1])
+    streams = [RawStream(foyer, path) for _ in range(5)]
+    for stream in streams:
+        stream.read_until(b": posts\n\n")
+    started = time.monotonic()
+    assert foyer.stop() == 0
+    assert time.monotonic() - started < 10
+    for stream in streams:
+        stream.read_until(b"\r\n0\r\n\r\n", 5)
+        stream.close()
