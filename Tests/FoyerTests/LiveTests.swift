@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOConcurrencyHelpers
 import NIOCore
+import GraphQL
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -289,5 +290,36 @@ final class RawStream {
         let end = received.range(of: marker)!.upperBound
         defer { received = String(received[end...]) }
         return String(received[..<end])
+    }
+}
+
+/// GraphQL subscriptions on the embedded service share one execution per distinct request.
+@Suite struct SharedSubscriptionTests {
+    @Test func subscribersOfTheSameRequestShareOneFeedThatEndsWithTheLastOne() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+        let added = GraphQLRequest(query: "subscription { taskAdded { id title } }")
+        let credentials = UpstreamCredentials(bearerToken: nil)
+        let other = try await executor.subscribe(GraphQLRequest(query: "subscription { taskDeleted { id } }"), credentials: credentials)
+
+        do {
+            var first = try await executor.subscribe(added, credentials: credentials).makeAsyncIterator()
+            do {
+                var second = try await executor.subscribe(added, credentials: credentials).makeAsyncIterator()
+                #expect(executor.shared.feedCount == 2, "one feed per distinct request")
+                _ = try await executor.execute(
+                    GraphQLRequest(query: #"mutation { createTask(title: "Shared", description: "") { id } }"#), credentials: credentials
+                )
+                guard case .next(let one) = try await first.next(), case .next(let two) = try await second.next() else {
+                    Issue.record("both subscribers get the result")
+                    return
+                }
+                #expect(String(buffer: one) == #"{"data":{"taskAdded":{"id":"1","title":"Shared"}}}"#)
+                #expect(one == two, "the same bytes, executed and encoded once")
+            }
+            #expect(executor.shared.feedCount == 2, "one subscriber of the request is left")
+        }
+        #expect(executor.shared.feedCount == 1, "the last subscriber of a request leaving stops its feed")
+        _ = other
     }
 }

@@ -64,6 +64,7 @@ enum GraphQLUpstreamError: Error {
 struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     let schema: GraphQLSchema
     let events = TaskEvents()
+    let shared = SharedSubscriptions()
 
     init(store: EmbeddedTaskStore) throws {
         schema = try EmbeddedTaskSchema.make(store: store, events: events)
@@ -86,7 +87,11 @@ struct EmbeddedGraphQLExecutor: GraphQLExecutor {
 }
 
 extension EmbeddedGraphQLExecutor {
+    /// Subscribers with the same request share one execution (SharedSubscriptions): the schema has nothing that
+    /// differs by user, so the results are the same for all.
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        let key = try SharedSubscriptions.Key(request)
+        if let feed = shared.attach(key) { return shared.events(of: feed, key: key) }
         let started: Result<AsyncThrowingStream<GraphQLResult, any Error>, GraphQLErrors>
         do {
             started = try await graphqlSubscribe(
@@ -104,19 +109,8 @@ extension EmbeddedGraphQLExecutor {
                 continuation.finish()
             }
         case .success(let results):
-            return AsyncThrowingStream { continuation in
-                let forwarding = Task {
-                    do {
-                        for try await result in results {
-                            continuation.yield(.next(ByteBuffer(bytes: try encoder.encode(result))))
-                        }
-                        continuation.finish()
-                    } catch {
-                        continuation.finish(throwing: error)
-                    }
-                }
-                continuation.onTermination = { _ in forwarding.cancel() }
-            }
+            let feed = shared.install(key, results: results)
+            return shared.events(of: feed, key: key)
         }
     }
 }

@@ -23,9 +23,11 @@ final class LiveChannel: Sendable {
         case lagging
         case heartbeat
         case closed
+        /// The waiting task was cancelled.
+        case cancelled
     }
 
-    private enum Wakeup: Sendable { case data, heartbeat, closed }
+    private enum Wakeup: Sendable { case data, heartbeat, closed, cancelled }
 
     private struct Event {
         let sequence: UInt64
@@ -36,7 +38,9 @@ final class LiveChannel: Sendable {
     private struct State {
         var events = CircularBuffer<Event>()
         var latest: UInt64 = 0
-        var waiters: [CheckedContinuation<Wakeup, Never>] = []
+        /// By a number of their own, so that a cancelled one can be taken out alone.
+        var waiters: [UInt64: CheckedContinuation<Wakeup, Never>] = [:]
+        var lastWaiterID: UInt64 = 0
         var subscribers = 0
         var closed = false
     }
@@ -61,9 +65,7 @@ final class LiveChannel: Sendable {
             state.latest += 1
             state.events.append(Event(sequence: state.latest, payload: payload(state.latest), at: now))
             Self.prune(&state, limits: limits, now: now)
-            let waiters = state.waiters
-            state.waiters.removeAll(keepingCapacity: true)
-            return (waiters, state.latest)
+            return (Self.takeWaiters(&state), state.latest)
         }
         for waiter in waiters { waiter.resume(returning: .data) }
         return sequence
@@ -73,18 +75,30 @@ final class LiveChannel: Sendable {
     func next(after cursor: UInt64, maxLag: Int? = nil) async -> Next {
         while true {
             if let ready = state.withLockedValue({ Self.collect(after: cursor, maxLag: maxLag, $0) }) { return ready }
-            let wakeup = await withCheckedContinuation { (waiter: CheckedContinuation<Wakeup, Never>) in
-                let waiting = state.withLockedValue { state in
-                    guard !state.closed, state.latest <= cursor else { return false }
-                    state.waiters.append(waiter)
-                    return true
+            let id = state.withLockedValue { state in
+                state.lastWaiterID += 1
+                return state.lastWaiterID
+            }
+            let wakeup = await withTaskCancellationHandler {
+                await withCheckedContinuation { (waiter: CheckedContinuation<Wakeup, Never>) in
+                    // Under the lock the cancellation handler takes too: a cancellation either comes before (seen
+                    // here) or finds the waiter registered.
+                    let wakeNow: Wakeup? = state.withLockedValue { state in
+                        if Task.isCancelled { return .cancelled }
+                        guard !state.closed, state.latest <= cursor else { return .data }
+                        state.waiters[id] = waiter
+                        return nil
+                    }
+                    if let wakeNow { waiter.resume(returning: wakeNow) }
                 }
-                if !waiting { waiter.resume(returning: .data) }
+            } onCancel: {
+                state.withLockedValue { $0.waiters.removeValue(forKey: id) }?.resume(returning: .cancelled)
             }
             switch wakeup {
             case .data: continue
             case .heartbeat: return .heartbeat
             case .closed: return .closed
+            case .cancelled: return .cancelled
             }
         }
     }
@@ -93,9 +107,7 @@ final class LiveChannel: Sendable {
     func heartbeat() {
         let waiters = state.withLockedValue { state in
             Self.prune(&state, limits: limits, now: .now)
-            let waiters = state.waiters
-            state.waiters.removeAll(keepingCapacity: true)
-            return waiters
+            return Self.takeWaiters(&state)
         }
         for waiter in waiters { waiter.resume(returning: .heartbeat) }
     }
@@ -104,9 +116,7 @@ final class LiveChannel: Sendable {
     func close() {
         let waiters = state.withLockedValue { state in
             state.closed = true
-            let waiters = state.waiters
-            state.waiters.removeAll()
-            return waiters
+            return Self.takeWaiters(&state)
         }
         for waiter in waiters { waiter.resume(returning: .closed) }
     }
@@ -116,6 +126,12 @@ final class LiveChannel: Sendable {
         state.withLockedValue { $0.subscribers += 1 }
         defer { state.withLockedValue { $0.subscribers -= 1 } }
         return try await body()
+    }
+
+    private static func takeWaiters(_ state: inout State) -> [CheckedContinuation<Wakeup, Never>] {
+        let waiters = Array(state.waiters.values)
+        state.waiters.removeAll(keepingCapacity: true)
+        return waiters
     }
 
     private static func collect(after cursor: UInt64, maxLag: Int?, _ state: State) -> Next? {

@@ -82,7 +82,7 @@ final class LiveStreams: Sendable {
                         try await writer.write(event(TurboStream.reloadFrame(stream.frame), id: eventID(latest)))
                     case .heartbeat:
                         try await writer.write(Self.heartbeatComment)
-                    case .lagging, .closed:
+                    case .lagging, .closed, .cancelled:
                         return
                     }
                     replaying = false
