@@ -106,7 +106,7 @@ public func buildApplication(
     GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
 
     return Application(
-        responder: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors),
+        responder: RequestTaskResponder(wrapped: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors)),
         server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: .init(maxFrameSize: GraphQLController.maximumBodySize))),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
         services: services,

@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 
 /// The per-request context: who is asking (if anyone) and from where.
-public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext {
+public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, Sendable {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
     /// Set by AuthenticationMiddleware when the request carries a live session token.

@@ -3,7 +3,7 @@ import Hummingbird
 
 /// HTML forms can only GET and POST. A POST with `_method=patch|put|delete` in its form body is routed as that
 /// method, as Rails does. The router picks a route before its middleware runs, so this wraps the router itself.
-struct MethodOverrideResponder<Wrapped: HTTPResponder>: HTTPResponder where Wrapped.Context == FoyerRequestContext {
+struct MethodOverrideResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponder, Sendable where Wrapped.Context == FoyerRequestContext {
     typealias Context = FoyerRequestContext
     let wrapped: Wrapped
     /// Errors here happen before the router's middleware, so they are rendered the same way by hand.

@@ -188,7 +188,13 @@ private struct GraphQLSocketConnection: Sendable {
             if shared.initialised.withLockedValue({ $0 }) {
                 return reject(.unknown(4429), "Too many initialisation requests", id: nil, send: send)
             }
-            guard let identity = try await controller.authenticate(initPayload: message.payload, upgradeRequest: upgradeRequest) else {
+            // In a child task: this task lives as long as the socket, and keeps the stack its deepest call needed.
+            let (controller, upgradeRequest, payload) = (controller, upgradeRequest, message.payload)
+            let authenticated = try await withThrowingTaskGroup(of: Identity?.self) { group in
+                group.addTask { try await controller.authenticate(initPayload: payload, upgradeRequest: upgradeRequest) }
+                return try await group.next() ?? nil
+            }
+            guard let identity = authenticated else {
                 let reason = "Sign in first: give Authorization: Bearer <X-Session-Token> in the connection_init payload"
                 if dialect == .legacy {
                     send.yield(.text(Self.envelope("connection_error", id: nil, payload: Self.errorObject(reason, code: "UNAUTHENTICATED"))))

@@ -1,0 +1,18 @@
+import Hummingbird
+
+/// Runs each request's responder (middleware, router, handler) in a child task of its own, so the connection's
+/// task never grows deep. Swift keeps an async task's stack slabs until the task ends, at the largest size any
+/// call ever needed: a keep-alive connection that once ran the middleware chain held ~35 KB for the rest of its
+/// life, which is what a live page's stream (or any idle keep-alive connection) then cost. The child's stack is
+/// freed when the response is returned; the body, a live stream included, is written by the shallow connection task.
+struct RequestTaskResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponder where Wrapped.Context == FoyerRequestContext {
+    typealias Context = FoyerRequestContext
+    let wrapped: Wrapped
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        try await withThrowingTaskGroup(of: Response.self) { group in
+            group.addTask { try await wrapped.respond(to: request, context: context) }
+            return try await group.next()!
+        }
+    }
+}
