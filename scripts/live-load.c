@@ -188,10 +188,35 @@ static void feed_ws(Subscriber *s, const unsigned char *data, ssize_t length) {
     }
 }
 
+// Counts "\nid: " lines with memmem (the client shares the 2 cores with the server: scanning every byte of 10,000
+// copies of each event one by one would weigh on what is measured). The last 4 bytes of a read are kept to find
+// a line split across two reads.
 static void feed_sse(Subscriber *s, const unsigned char *data, ssize_t length) {
-    for (ssize_t i = 0; i < length; i++) {
-        if (!s->ready && match(&s->opening, data[i])) s->ready = 1;
-        if (match(&s->event_start, data[i])) received_event(s);
+    static const char pattern[] = "\nid: ";
+    if (!s->ready) {
+        for (ssize_t i = 0; i < length; i++)
+            if (match(&s->opening, data[i])) { s->ready = 1; break; }
+    }
+    unsigned char seam[8];
+    int carried = s->prefix_length, head = length < 4 ? (int)length : 4;
+    memcpy(seam, s->prefix, carried);
+    memcpy(seam + carried, data, head);
+    for (int start = 0; start < carried; start++)
+        if (start + 5 <= carried + head && memcmp(seam + start, pattern, 5) == 0) received_event(s);
+    const unsigned char *at = data, *end = data + length;
+    while ((at = memmem(at, end - at, pattern, 5)) != NULL) {
+        received_event(s);
+        at += 5;
+    }
+    int keep = length < 4 ? (int)length : 4;
+    if (length < 4) {
+        int total = carried + (int)length;
+        int drop = total > 4 ? total - 4 : 0;
+        memmove(s->prefix, seam + drop, total - drop);
+        s->prefix_length = total - drop;
+    } else {
+        memcpy(s->prefix, data + length - keep, keep);
+        s->prefix_length = keep;
     }
 }
 

@@ -46,8 +46,9 @@ import Glibc
         async let waited = channel.next(after: 8)
         try await Task.sleep(for: .milliseconds(50))
         channel.publish { _ in ByteBuffer(string: "event 9") }
-        guard case .events(let next, _) = await waited else { Issue.record("expected the next event"); return }
-        #expect(next.map { String(buffer: $0) } == ["event 9"])
+        guard case .event(let next, let sequence) = await waited else { Issue.record("expected the next event"); return }
+        #expect(String(buffer: next) == "event 9")
+        #expect(sequence == 9)
         async let beat = channel.next(after: 9)
         try await Task.sleep(for: .milliseconds(50))
         channel.heartbeat()

@@ -474,3 +474,21 @@ def test_the_proxy_keeps_foyers_cookies_and_other_realms_to_itself(foyer, realm)
                                      headers={"Cookie": f"foyer_session={token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200 and "access_token" in json.load(response)
+
+
+def test_live_task_pages_follow_a_guarded_upstream_with_a_client_credentials_token(foyer, realm, guarded_task_server):
+    """The upstream task feed is Foyer's own, not a user's: it signs in to the JWKS-guarded upstream with a token
+    from the client credentials grant, and a task an app creates there directly reaches open task pages."""
+    from test_live import RawStream, stream_path
+
+    token = sign_in(foyer)
+    status, page = get(foyer, "/tasks", token)
+    assert status == 200, page
+    stream = RawStream(foyer, stream_path(page.decode()), [f"Authorization: Bearer {token}"])
+    stream.read_until(b": tasks\n\n")
+    app_token = provider_password_grant(realm, "bob", "bob password")["access_token"]
+    title = "Made by an app at the guarded upstream"
+    status, body = post(guarded_task_server.url, {"query": f'mutation {{ createTask(title: "{title}", description: "d") {{ id }} }}'}, app_token)
+    assert status == 200 and "errors" not in json.loads(body), body
+    assert title.encode() in stream.read_until(b"</turbo-stream>\n\n", 10)
+    stream.close()

@@ -123,6 +123,9 @@ final class SharedSubscriptions: Sendable {
         func next() async throws -> SubscriptionEvent? {
             while pending.isEmpty {
                 switch await feed.channel.next(after: cursor, maxLag: SharedSubscriptions.subscriberBuffer) {
+                case .event(let payload, let sequence):
+                    cursor = sequence
+                    return .next(payload)
                 case .events(let payloads, let through):
                     cursor = through
                     pending = payloads[...]

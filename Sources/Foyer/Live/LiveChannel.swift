@@ -15,6 +15,8 @@ final class LiveChannel: Sendable {
     }
 
     enum Next: Sendable {
+        /// The one payload after the cursor (the usual case: no array to allocate per subscriber), and its number.
+        case event(ByteBuffer, sequence: UInt64)
         /// The payloads after the cursor, oldest first, and the sequence number of the last one.
         case events([ByteBuffer], through: UInt64)
         /// The cursor is older than the window: what came between is lost.
@@ -141,6 +143,7 @@ final class LiveChannel: Sendable {
         if cursor + 1 < first { return .gap(latest: state.latest) }
         if let maxLag, state.latest - cursor > UInt64(maxLag) { return .lagging }
         let start = state.events.index(state.events.startIndex, offsetBy: Int(cursor + 1 - first))
+        if cursor + 1 == state.latest { return .event(state.events[start].payload, sequence: state.latest) }
         return .events(state.events[start...].map(\.payload), through: state.latest)
     }
 

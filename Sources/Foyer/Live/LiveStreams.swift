@@ -68,6 +68,9 @@ final class LiveStreams: Sendable {
             try await withGracefulShutdownHandler {
                 while true {
                     switch await channel.next(after: cursor, maxLag: replaying ? nil : channel.limits.subscriberBuffer) {
+                    case .event(let payload, let sequence):
+                        cursor = sequence
+                        try await writer.write(payload)
                     case .events(let payloads, let through):
                         cursor = through
                         if payloads.count == 1 {
