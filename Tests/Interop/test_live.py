@@ -1,5 +1,6 @@
 """Live pages: real Chromium pages following server-sent events, raw HTTP clients for the stream contract, and the
 ariadne task server as an upstream whose events reach open pages through one websocket."""
+import contextlib
 import json
 import re
 import socket
@@ -8,11 +9,11 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, TaskServer, foyer_binary
+from conftest import RunningServer, TaskServer, foyer_binary
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
+from test_posts_browser import sign_in
 
 SECOND_EMAIL = "bob@foyer.test"
 SECOND_PASSWORD = "bob's own password"
@@ -26,13 +27,17 @@ def add_user(server, email: str, password: str):
     assert added.returncode == 0 or "already" in added.stderr, added.stderr
 
 
-def sign_in(page, server, email: str, password: str):
-    page.goto(server.url + "/sign_in")
-    page.wait_for_function("window.Turbo !== undefined")
-    page.fill("input[name=email]", email)
-    page.fill("input[name=password]", password)
-    page.click("main button[type=submit]")
-    page.wait_for_url(server.url + "/")
+@contextlib.contextmanager
+def two_browsers(chromium):
+    """A writer and a watcher, each in a browser context of its own (own cookies); the writer accepts confirms."""
+    writer_context, watcher_context = chromium.new_context(), chromium.new_context()
+    writer, watcher = writer_context.new_page(), watcher_context.new_page()
+    writer.on("dialog", lambda dialog: dialog.accept())
+    try:
+        yield writer, watcher
+    finally:
+        writer_context.close()
+        watcher_context.close()
 
 
 def follow(page, url: str):
@@ -109,11 +114,8 @@ def patch_post(server, token: str, post_id: int, fields: dict):
 
 def test_a_second_browser_sees_task_changes_without_reloading(server, browser):  # noqa: F811
     add_user(server, SECOND_EMAIL, SECOND_PASSWORD)
-    writer_context, watcher_context = browser.new_context(), browser.new_context()
-    writer, watcher = writer_context.new_page(), watcher_context.new_page()
-    writer.on("dialog", lambda dialog: dialog.accept())
-    try:
-        sign_in(writer, server, DEMO_EMAIL, DEMO_PASSWORD)
+    with two_browsers(browser) as (writer, watcher):
+        sign_in(writer, server)
         sign_in(watcher, server, SECOND_EMAIL, SECOND_PASSWORD)
         follow(watcher, server.url + "/tasks")
 
@@ -140,17 +142,12 @@ def test_a_second_browser_sees_task_changes_without_reloading(server, browser): 
         row.wait_for(state="detached", timeout=2000)
         assert watcher.evaluate("window.neverReloaded") is True
         assert watcher.url == server.url + "/tasks"
-    finally:
-        writer_context.close()
-        watcher_context.close()
+
 
 
 def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browser):  # noqa: F811
-    writer_context, watcher_context = browser.new_context(), browser.new_context()
-    writer, watcher = writer_context.new_page(), watcher_context.new_page()
-    writer.on("dialog", lambda dialog: dialog.accept())
-    try:
-        sign_in(writer, server, DEMO_EMAIL, DEMO_PASSWORD)
+    with two_browsers(browser) as (writer, watcher):
+        sign_in(writer, server)
         follow(watcher, server.url + "/posts")
 
         title = f"Posted live {time.time_ns()}"
@@ -182,9 +179,7 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
         watcher.locator("ol.posts li .post-title", has_text=title).wait_for(state="detached", timeout=2000)
         # Every step was Turbo: clicks were Drive visits and changes arrived over the stream.
         assert watcher.evaluate("window.neverReloaded") is True
-    finally:
-        writer_context.close()
-        watcher_context.close()
+
 
 
 # --- The stream contract, with a plain HTTP client ----------------------------------------------------------------
@@ -290,7 +285,7 @@ def test_a_task_made_at_the_upstream_reaches_open_pages_over_one_socket(upstream
     context = browser.new_context()
     page = context.new_page()
     try:
-        sign_in(page, upstream_foyer, DEMO_EMAIL, DEMO_PASSWORD)
+        sign_in(page, upstream_foyer)
         follow(page, upstream_foyer.url + "/tasks")
         streams = [RawStream(upstream_foyer, path, [f"Authorization: Bearer {token}"]) for _ in range(49)]
         for stream in streams:
@@ -321,7 +316,7 @@ def test_an_upstream_restart_reloads_open_lists(tmp_path, browser):  # noqa: F81
         status, body = post(peer.url, {"query": 'mutation { createTask(title: "Before the restart", description: "d") { id } }'}, peer.token)
         assert status == 200, body
         page = context.new_page()
-        sign_in(page, foyer, DEMO_EMAIL, DEMO_PASSWORD)
+        sign_in(page, foyer)
         follow(page, foyer.url + "/tasks")
         page.locator("li.task", has_text="Before the restart").wait_for()
         page.evaluate("document.getElementById('tasks').dataset.renderedBefore = 'yes'")

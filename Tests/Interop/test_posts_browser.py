@@ -3,11 +3,11 @@ from conftest import DEMO_EMAIL, DEMO_PASSWORD
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 
 
-def sign_in(page, server):
+def sign_in(page, server, email: str = DEMO_EMAIL, password: str = DEMO_PASSWORD):
     page.goto(server.url + "/sign_in")
     page.wait_for_function("window.Turbo !== undefined")
-    page.fill("input[name=email]", DEMO_EMAIL)
-    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
     page.click("main button[type=submit]")
     page.wait_for_url(server.url + "/")
 
