@@ -1,12 +1,20 @@
 // <turbo-stream-source src="…">: follows a server-sent-event stream of <turbo-stream> elements while the element
 // is on the page, as Turbo 7.2+ does. Turbo 7.1 has Turbo.connectStreamSource but not the element; a newer Turbo
 // defines its own, and this one stands aside.
+//
+// The id of the last event applied is kept on the element, so a page Turbo restores from its snapshot cache
+// (Back) resumes from there (?last_event_id=) instead of missing what changed while it was away.
 if (!customElements.get("turbo-stream-source")) {
   customElements.define("turbo-stream-source", class extends HTMLElement {
     connectedCallback() {
       // A preview from Turbo's cache is replaced by the real page at once: no need to connect for it.
       if (document.documentElement.hasAttribute("data-turbo-preview")) return
-      this.source = new EventSource(this.getAttribute("src"))
+      const url = new URL(this.getAttribute("src"), document.baseURI)
+      if (this.dataset.lastEventId) url.searchParams.set("last_event_id", this.dataset.lastEventId)
+      this.source = new EventSource(url)
+      this.source.addEventListener("message", (event) => {
+        if (event.lastEventId) this.dataset.lastEventId = event.lastEventId
+      })
       Turbo.connectStreamSource(this.source)
     }
 

@@ -182,6 +182,25 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
 
 
 
+def test_a_page_restored_from_turbos_cache_catches_up(server, browser):  # noqa: F811
+    """Back to a list Turbo kept in its snapshot cache: the page resumes its stream from the last event it had."""
+    token = session_token(server)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        follow(page, server.url + "/posts")
+        page.click("a:has-text('Sign in')")
+        page.wait_for_url(server.url + "/sign_in")
+        title = f"Written while away {time.time_ns()}"
+        create_post(server, token, title)
+        page.go_back()
+        page.wait_for_url(server.url + "/posts")
+        page.locator("ol.posts li .post-title", has_text=title).wait_for(timeout=2000)
+        assert page.evaluate("window.neverReloaded") is True
+    finally:
+        context.close()
+
+
 # --- The stream contract, with a plain HTTP client ----------------------------------------------------------------
 
 def test_streams_are_signed_and_task_streams_need_a_sign_in(server):

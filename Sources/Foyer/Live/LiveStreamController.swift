@@ -16,7 +16,9 @@ struct LiveStreamController {
             throw AppError(.forbidden, title: "Unknown stream", message: "This stream name was not signed by this server.")
         }
         if stream.requiresSignIn { _ = try context.requireIdentity() }
-        let lastEventID = request.headers[.lastEventID]
+        // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
+        // last event it applied in the query.
+        let lastEventID = request.headers[.lastEventID] ?? request.uri.queryParameters["last_event_id"].map(String.init)
         let streams = streams
         return Response(
             status: .ok,

@@ -33,6 +33,11 @@ final class LiveStreams: Sendable {
     /// The signed name a page embeds, and the path it subscribes to.
     func path(of stream: Stream) -> String { "/streams/" + names.signed(stream.rawValue) }
 
+    /// The id of the newest event on `stream`. A page embeds it, read before the page reads its data, and resumes
+    /// from it: whatever changed between the render and the stream's connection is replayed, and replaying a change
+    /// the page already shows is harmless (each action leaves the page the same when applied twice).
+    func position(of stream: Stream) -> String { eventID(channel(stream).latest) }
+
     func stream(signedName: String) -> Stream? { names.verify(signedName).flatMap(Stream.init(rawValue:)) }
 
     /// Sends `<turbo-stream>` HTML to every page following `stream`.

@@ -38,9 +38,11 @@ struct PostsController {
     }
 
     private func renderList(_ paging: Paging, signedIn: Bool) async throws -> String {
+        let position = streams.position(of: .posts)
         let page = try await posts.page(paging)
         var values: [String: Any] = [
-            "posts": page.posts.map(PostRowView.init), "signed_in": signedIn, "stream_path": streams.path(of: .posts),
+            "posts": page.posts.map(PostRowView.init), "signed_in": signedIn,
+            "stream_path": streams.path(of: .posts), "stream_position": position,
             "list_id": page.number == 1 ? "posts" : "posts-page-\(page.number)",
         ]
         if page.hasPrevious { values["previous_page"] = page.number - 1 }
@@ -51,6 +53,7 @@ struct PostsController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let position = streams.position(of: .posts)
         let published = try await posts.find(in: context)
         return views.page(
             "posts/show",
@@ -58,7 +61,7 @@ struct PostsController {
                 "title": published.post.title,
                 "post": PostContentView(published),
                 "mine": context.identity?.userId == published.author.id,
-                "stream_path": streams.path(of: .posts),
+                "stream_path": streams.path(of: .posts), "stream_position": position,
             ],
             request: request, context: context
         )

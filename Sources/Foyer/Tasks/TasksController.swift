@@ -31,6 +31,7 @@ struct TasksController {
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let paging = try Paging(request, defaultPerPage: Self.perPage)
+        let position = streams.position(of: .tasks)
         // One more than a page tells whether there is a next one.
         let read = try await tasks.list(
             first: paging.perPage + 1, after: paging.offset, for: identity, credentials: try await credentials(identity)
@@ -39,7 +40,7 @@ struct TasksController {
         let items = Array(read.value.prefix(paging.perPage))
         var values: [String: Any] = [
             "title": "Tasks", "tasks": items.map(TaskView.init), "page_number": paging.page,
-            "stream_path": streams.path(of: .tasks), "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
+            "stream_path": streams.path(of: .tasks), "stream_position": position, "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
         ]
         values["offline_since"] = read.offlineCopyFrom.map(Self.clockTime)
         if paging.page > 1 { values["previous_page"] = paging.page - 1 }
@@ -58,8 +59,11 @@ struct TasksController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let position = streams.position(of: .tasks)
         let (task, offlineCopyFrom) = try await find(context)
-        var values: [String: Any] = ["title": task.title, "task": TaskView(task), "stream_path": streams.path(of: .tasks)]
+        var values: [String: Any] = [
+            "title": task.title, "task": TaskView(task), "stream_path": streams.path(of: .tasks), "stream_position": position,
+        ]
         values["may_delete"] = try await mayDelete(try context.requireIdentity())
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
         return views.page("tasks/show", values, request: request, context: context)
