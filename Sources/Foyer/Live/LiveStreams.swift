@@ -77,14 +77,11 @@ final class LiveStreams: Sendable {
                         cursor = sequence
                         try await writer.write(payload)
                     case .events(let payloads, let through):
+                        // A replay: one write for all of it.
                         cursor = through
-                        if payloads.count == 1 {
-                            try await writer.write(payloads[0])
-                        } else {
-                            var joined = ByteBuffer()
-                            for payload in payloads { joined.writeImmutableBuffer(payload) }
-                            try await writer.write(joined)
-                        }
+                        var joined = ByteBuffer()
+                        for payload in payloads { joined.writeImmutableBuffer(payload) }
+                        try await writer.write(joined)
                     case .gap(let latest):
                         cursor = latest
                         try await writer.write(event(TurboStream.reloadFrame(stream.frame), id: eventID(latest)))
