@@ -315,7 +315,9 @@ final class RawStream {
                     Issue.record("both subscribers get the result")
                     return
                 }
-                #expect(String(buffer: one) == #"{"data":{"taskAdded":{"id":"1","title":"Shared"}}}"#)
+                // Key order in GraphQLSwift's results varies from run to run: compare what they say.
+                let result = try #require(try JSONSerialization.jsonObject(with: Data(buffer: one)) as? [String: [String: [String: String]]])
+                #expect(result == ["data": ["taskAdded": ["id": "1", "title": "Shared"]]])
                 #expect(one == two, "the same bytes, executed and encoded once")
             }
             #expect(executor.shared.feedCount == 2, "one subscriber of the request is left")
