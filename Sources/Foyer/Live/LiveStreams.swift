@@ -21,17 +21,20 @@ final class LiveStreams: Sendable {
     /// Event ids are `boot-sequence`: an id from before a restart names no event of ours, so it means "reload".
     let bootID: String
     private let channels: [Stream: LiveChannel]
+    /// Signed once: pages embed them on every render.
+    private let paths: [Stream: String]
 
     init(names: StreamNames, limits: LiveChannel.Limits = .init()) {
         self.names = names
         bootID = String(UInt32.random(in: .min ... .max), radix: 36)
         channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
+        paths = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, "/streams/" + names.signed($0.rawValue)) })
     }
 
     func channel(_ stream: Stream) -> LiveChannel { channels[stream]! }
 
     /// The signed name a page embeds, and the path it subscribes to.
-    func path(of stream: Stream) -> String { "/streams/" + names.signed(stream.rawValue) }
+    func path(of stream: Stream) -> String { paths[stream]! }
 
     /// The id of the newest event on `stream`. A page embeds it, read before the page reads its data, and resumes
     /// from it: whatever changed between the render and the stream's connection is replayed, and replaying a change
