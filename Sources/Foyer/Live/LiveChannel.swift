@@ -76,11 +76,15 @@ final class LiveChannel: Sendable {
     /// What follows `cursor`, waiting for it when there is nothing yet. `maxLag` nil allows any replay from the window.
     func next(after cursor: UInt64, maxLag: Int? = nil) async -> Next {
         while true {
-            if let ready = state.withLockedValue({ Self.collect(after: cursor, maxLag: maxLag, $0) }) { return ready }
-            let id = state.withLockedValue { state in
+            // Either what is ready, or a number for the wait: one trip through the lock.
+            let ready: Next?
+            let id: UInt64
+            (ready, id) = state.withLockedValue { state in
+                if let ready = Self.collect(after: cursor, maxLag: maxLag, state) { return (ready, 0) }
                 state.lastWaiterID += 1
-                return state.lastWaiterID
+                return (nil, state.lastWaiterID)
             }
+            if let ready { return ready }
             let wakeup = await withTaskCancellationHandler {
                 await withCheckedContinuation { (waiter: CheckedContinuation<Wakeup, Never>) in
                     // Under the lock the cancellation handler takes too: a cancellation either comes before (seen

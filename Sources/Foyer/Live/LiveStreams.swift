@@ -68,7 +68,7 @@ final class LiveStreams: Sendable {
                 if let resumed = sequence(of: lastEventID), resumed <= cursor {
                     cursor = resumed
                 } else {
-                    opening.writeImmutableBuffer(event(TurboStream.reloadFrame(stream.frame), id: eventID(cursor)))
+                    opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
                 }
             }
             try await writer.write(opening)
@@ -87,7 +87,7 @@ final class LiveStreams: Sendable {
                         try await writer.write(joined)
                     case .gap(let latest):
                         cursor = latest
-                        try await writer.write(event(TurboStream.reloadFrame(stream.frame), id: eventID(latest)))
+                        try await writer.write(reloadEvent(stream, at: latest))
                     case .heartbeat:
                         try await writer.write(Self.heartbeatComment)
                     case .lagging, .closed, .cancelled:
@@ -105,6 +105,11 @@ final class LiveStreams: Sendable {
     private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")
 
     private func eventID(_ sequence: UInt64) -> String { "\(bootID)-\(sequence)" }
+
+    /// For one subscriber that missed events: its live frame loads again, and its id moves to `sequence`.
+    private func reloadEvent(_ stream: Stream, at sequence: UInt64) -> ByteBuffer {
+        event(TurboStream.reloadFrame(stream.frame), id: eventID(sequence))
+    }
 
     private func sequence(of eventID: String) -> UInt64? {
         guard let dash = eventID.lastIndex(of: "-"), eventID[..<dash] == bootID else { return nil }

@@ -82,9 +82,12 @@ struct UpstreamTaskFeed: Service {
                     throw GraphQLUpstreamError.sessionExpired
                 case "data":
                     guard let kind = envelope.id.flatMap(TaskEvents.Kind.init(rawValue:)) else { continue }
-                    struct Result: Decodable { let data: [String: TaskItem?]? }
-                    let result = try? JSONDecoder().decode(Result.self, from: JSONEncoder().encode(envelope.payload ?? [:]))
-                    if let task = result?.data?[kind.rawValue] ?? nil {
+                    struct DataMessage: Decodable {
+                        struct Result: Decodable { let data: [String: TaskItem?]? }
+                        let payload: Result
+                    }
+                    let message = try? JSONDecoder().decode(DataMessage.self, from: Data(text.utf8))
+                    if let task = message?.payload.data?[kind.rawValue] ?? nil {
                         broadcasts.publish(kind, task)
                     } else {
                         logger.warning("Upstream task event without a task: \(text.prefix(200))")
