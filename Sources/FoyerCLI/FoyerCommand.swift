@@ -74,9 +74,27 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Client ids whose Keycloak access tokens are accepted as Bearer, comma-separated (env FOYER_KEYCLOAK_AUDIENCE; default: the client id)")
     var keycloakAudience: String?
 
+    @Option(help: "Signing a browser out also ends its Keycloak session at the realm's end_session_endpoint (env FOYER_KEYCLOAK_FRONT_CHANNEL_LOGOUT; default true)")
+    var keycloakFrontChannelLogout: Bool?
+
+    @Option(help: "Where Keycloak sends the browser after signing out (env FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI; default: Foyer's public origin + /)")
+    var keycloakPostLogoutRedirectURI: String?
+
+    @Option(help: "End a session unused this long: 30d, 12h, 45m, 90s or seconds (env FOYER_SESSION_IDLE_TIMEOUT; default 30d)")
+    var sessionIdleTimeout: String?
+
+    @Option(help: "End a session this long after sign-in, used or not; also the cookie's Max-Age (env FOYER_SESSION_LIFETIME; default 365d)")
+    var sessionLifetime: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         var config = FoyerConfig()
+        if let text = sessionIdleTimeout ?? environment["FOYER_SESSION_IDLE_TIMEOUT"] {
+            config.sessionLifetime.idleTimeout = try Self.duration(text, option: "--session-idle-timeout")
+        }
+        if let text = sessionLifetime ?? environment["FOYER_SESSION_LIFETIME"] {
+            config.sessionLifetime.lifetime = try Self.duration(text, option: "--session-lifetime")
+        }
         config.databasePath = common.databasePath
         config.hostname = hostname ?? environment["FOYER_HOSTNAME"] ?? config.hostname
         if let port = port ?? (environment["FOYER_PORT"] ?? environment["PORT"]).flatMap({ Int($0) }) {
@@ -99,6 +117,10 @@ struct Serve: AsyncParsableCommand {
         config.keycloakClientID = keycloakClientID ?? environment["FOYER_KEYCLOAK_CLIENT_ID"]
         config.keycloakAudience = keycloakAudience ?? environment["FOYER_KEYCLOAK_AUDIENCE"]
         config.keycloakClientSecret = environment["FOYER_KEYCLOAK_CLIENT_SECRET"]
+        if let frontChannel = keycloakFrontChannelLogout ?? environment["FOYER_KEYCLOAK_FRONT_CHANNEL_LOGOUT"].flatMap({ Bool($0.lowercased()) }) {
+            config.keycloakFrontChannelLogout = frontChannel
+        }
+        config.keycloakPostLogoutRedirectURI = keycloakPostLogoutRedirectURI ?? environment["FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI"]
         config.streamSecret = environment["FOYER_STREAM_SECRET"]
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
@@ -112,6 +134,20 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("Foyer cannot start: \(error)\n".utf8))
             throw ExitCode.failure
         }
+    }
+}
+
+extension Serve {
+    /// `30d`, `12h`, `45m`, `90s` or a number of seconds.
+    static func duration(_ text: String, option: String) throws -> TimeInterval {
+        let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let unit = trimmed.last.flatMap { units[$0] }
+        let number = unit == nil ? trimmed : String(trimmed.dropLast())
+        guard let value = Double(number), value > 0, value.isFinite else {
+            throw ValidationError("\(option): \"\(text)\" is not a duration; write e.g. 30d, 12h, 45m, 90s or a number of seconds")
+        }
+        return value * (unit ?? 1)
     }
 }
 

@@ -119,3 +119,18 @@ func formBody(_ fields: [(String, String)]) -> ByteBuffer {
     }
     return ByteBuffer(string: encoded.joined(separator: "&"))
 }
+
+/// What a browser holds after loading the sign-in page: the headers of a form post carrying its pre-session
+/// cookie, and the token the form echoes as `authenticity_token`.
+func signInForm(_ client: some TestClientProtocol, headers extra: HTTPFields = [:]) async throws -> (headers: HTTPFields, token: String) {
+    try await client.execute(uri: "/sign_in", method: .get, headers: browserHeaders) { response in
+        let cookie = try #require(response.cookie(named: "foyer_sign_in"))
+        let value = cookie.dropFirst("foyer_sign_in=".count).prefix { $0 != ";" }
+        let html = response.text
+        let marker = #"name="authenticity_token" value=""#
+        let start = try #require(html.range(of: marker), "the sign-in form has no authenticity_token")
+        var headers = formHeaders.merging(extra)
+        headers[.cookie] = "foyer_sign_in=\(value)"
+        return (headers, String(html[start.upperBound...].prefix { $0 != "\"" }))
+    }
+}

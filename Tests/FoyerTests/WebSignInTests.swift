@@ -29,9 +29,10 @@ import Testing
                 #expect(response.status == .ok)
                 #expect(response.text.contains(#"name="password""#))
             }
+            let form = try await signInForm(client)
             let token = try await client.execute(
-                uri: "/sign_in", method: .post, headers: formHeaders,
-                body: formBody([("email", TestUser.ada.email), ("password", TestUser.ada.password), ("return_to", "/account")])
+                uri: "/sign_in", method: .post, headers: form.headers,
+                body: formBody([("authenticity_token", form.token), ("email", TestUser.ada.email), ("password", TestUser.ada.password), ("return_to", "/account")])
             ) { response in
                 #expect(response.status == .seeOther)
                 #expect(response.headers[.location] == "/account")
@@ -56,10 +57,11 @@ import Testing
                 ("/sign_in", "/"),
                 ("/account?x=1", "/account?x=1"),
             ]
+            let form = try await signInForm(client)
             for (returnTo, expected) in cases {
                 try await client.execute(
-                    uri: "/sign_in", method: .post, headers: formHeaders,
-                    body: formBody([("email", TestUser.ada.email), ("password", TestUser.ada.password), ("return_to", returnTo)])
+                    uri: "/sign_in", method: .post, headers: form.headers,
+                    body: formBody([("authenticity_token", form.token), ("email", TestUser.ada.email), ("password", TestUser.ada.password), ("return_to", returnTo)])
                 ) { response in
                     #expect(response.status == .seeOther)
                     #expect(response.headers[.location] == expected, "return_to \(returnTo)")
@@ -80,15 +82,16 @@ import Testing
     @Test func wrongPasswordRerendersTheFormWith422() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in
+            let form = try await signInForm(client)
             try await client.execute(
-                uri: "/sign_in", method: .post, headers: formHeaders,
-                body: formBody([("email", TestUser.ada.email), ("password", "nope"), ("return_to", "/account")])
+                uri: "/sign_in", method: .post, headers: form.headers,
+                body: formBody([("authenticity_token", form.token), ("email", TestUser.ada.email), ("password", "nope"), ("return_to", "/account")])
             ) { response in
                 #expect(response.status == .unprocessableContent)
                 #expect(response.text.contains("That email or password is incorrect"))
                 #expect(response.text.contains(#"value="ada@example.com""#))
                 #expect(response.text.contains(#"name="return_to" value="/account""#))
-                #expect(response.setCookies.isEmpty)
+                #expect(response.cookie(named: "foyer_session") == nil)
             }
         }
     }
@@ -96,11 +99,10 @@ import Testing
     @Test func nativeShellIsSentToRefreshHistoricalLocationAfterSignIn() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in
-            var headers = formHeaders
-            headers[.userAgent] = "Hotwire Native iOS; Foyer/1.0"
+            let form = try await signInForm(client, headers: [.userAgent: "Hotwire Native iOS; Foyer/1.0"])
             try await client.execute(
-                uri: "/sign_in", method: .post, headers: headers,
-                body: formBody([("email", TestUser.ada.email), ("password", TestUser.ada.password)])
+                uri: "/sign_in", method: .post, headers: form.headers,
+                body: formBody([("authenticity_token", form.token), ("email", TestUser.ada.email), ("password", TestUser.ada.password)])
             ) { response in
                 #expect(response.status == .seeOther)
                 #expect(response.headers[.location] == "/refresh_historical_location")

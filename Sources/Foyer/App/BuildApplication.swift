@@ -17,12 +17,16 @@ public func buildApplication(
     let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
-    let sessions = SessionStore(database: database)
+    let sessions = SessionStore(database: database, lifetime: config.sessionLifetime)
+    let throttle = SignInThrottle(database: database)
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
-    let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
-    var services: [any Service] = []
+    let views = try await Views(
+        directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil,
+        secureCookies: config.secureCookies
+    )
+    var services: [any Service] = [SessionPruning(sessions: sessions, throttle: throttle, logger: logger)]
     let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, database: database)))
     services.append(LiveHeartbeatService(streams: streams))
     let postStreams = PostStreams(views: views)
@@ -42,7 +46,8 @@ public func buildApplication(
         try await SamplePosts.seed(into: posts, author: demo)
     }
     let signIn = SignIn(
-        users: users, sessions: sessions, keycloak: keycloak, secureCookies: config.secureCookies, trustProxy: config.trustProxy
+        users: users, sessions: sessions, keycloak: keycloak, throttle: throttle, secureCookies: config.secureCookies,
+        trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime
     )
     let graphQL: any GraphQLExecutor
     if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
@@ -65,10 +70,11 @@ public func buildApplication(
     }
     let upstreamToken = config.graphQLUpstreamToken
 
-    let router = Router(context: FoyerRequestContext.self, options: .autoGenerateHeadEndpoints)
+    let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
     let errors = ErrorMiddleware(views: views)
     router.add(middleware: errors)
+    router.add(middleware: MethodNotAllowedMiddleware(methods: router.methods, errors: errors))
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))
     if let keycloak {
         router.add(middleware: try KeycloakProxyMiddleware(settings: keycloak.client.settings, http: keycloak.client.http, trustProxy: config.trustProxy))
@@ -80,12 +86,15 @@ public func buildApplication(
     HealthController(database: database).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
-    if let mobileServices { MobileServicesController(services: mobileServices).addRoutes(to: router) }
+    MobileServicesController(services: mobileServices ?? .embedded, keycloak: keycloakSettings).addRoutes(to: router)
     HistoricalLocationController(views: views).addRoutes(to: router)
     SessionsAPIController(signIn: signIn).addRoutes(to: router)
     WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
     AccountController(signIn: signIn, views: views).addRoutes(to: router)
-    if let keycloak { KeycloakBrowserSignInController(keycloak: keycloak, signIn: signIn, views: views).addRoutes(to: router) }
+    if let keycloak {
+        KeycloakBrowserSignInController(keycloak: keycloak, signIn: signIn, views: views).addRoutes(to: router)
+        BackChannelLogoutController(keycloak: keycloak).addRoutes(to: router)
+    }
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views, streams: streams, fragments: postStreams).addRoutes(to: router)
     LiveStreamController(streams: streams).addRoutes(to: router)
@@ -106,7 +115,9 @@ public func buildApplication(
     GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
 
     return Application(
-        responder: RequestTaskResponder(wrapped: MethodOverrideResponder(wrapped: router.buildResponder(), errors: errors)),
+        responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(
+            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), turboScriptURL: config.turboScriptURL
+        )),
         server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: .init(maxFrameSize: GraphQLController.maximumBodySize))),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
         services: services,

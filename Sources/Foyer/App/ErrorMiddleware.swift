@@ -35,6 +35,15 @@ struct ErrorMiddleware: RouterMiddleware {
                 message: "Sign in to continue.", status: .unauthorized
             )
         }
+        if let throttled = error as? SignInThrottle.Throttled {
+            var response = request.wantsJSON
+                ? Response.json(["error": throttled.message], status: .tooManyRequests)
+                : WebSessionController.signInPage(
+                    request: request, context: context, views: views, email: "", returnTo: nil, message: throttled.message, status: .tooManyRequests
+                )
+            response.headers[.retryAfter] = String(throttled.retryAfter)
+            return response
+        }
         if let invalid = error as? ValidationFailed, request.wantsJSON {
             struct Body: Encodable {
                 let error: String

@@ -7,7 +7,7 @@ import Hummingbird
 struct HealthController {
     let database: any DatabaseWriter
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/up") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "OK")))
         }

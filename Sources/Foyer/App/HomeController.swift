@@ -5,7 +5,7 @@ import Hummingbird
 struct HomeController {
     let views: Views
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/") { request, context in
             views.page("home/show", ["title": "Foyer"], request: request, context: context)
         }

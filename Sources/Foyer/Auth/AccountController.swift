@@ -9,7 +9,7 @@ struct AccountController {
     /// Claims that are times, shown as times.
     static let timeClaims: Set<String> = ["exp", "iat", "nbf", "auth_time", "updated_at"]
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/account", use: show)
         router.delete("/account/sessions/{id}", use: revokeSession)
     }

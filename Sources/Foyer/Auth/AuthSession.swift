@@ -19,16 +19,37 @@ public struct AuthSession: Codable, Sendable, FetchableRecord, PersistableRecord
     public var revokedAt: Date?
 }
 
+/// How long a session lasts: unused for `idleTimeout`, or older than `lifetime`, and it is over, like a revoked one.
+public struct SessionLifetime: Sendable {
+    public var idleTimeout: TimeInterval
+    public var lifetime: TimeInterval
+
+    public init(idleTimeout: TimeInterval = 30 * 86_400, lifetime: TimeInterval = 365 * 86_400) {
+        self.idleTimeout = idleTimeout
+        self.lifetime = lifetime
+    }
+
+    /// The cookie's Max-Age: the browser drops it when the session could no longer be alive anyway.
+    var maximumAge: Int { Int(lifetime) }
+
+    func isLive(_ session: AuthSession, now: Date) -> Bool {
+        session.revokedAt == nil && now.timeIntervalSince(session.createdAt) < lifetime
+            && now.timeIntervalSince(session.lastSeenAt) < idleTimeout
+    }
+}
+
 /// Creates, finds and revokes sessions by their opaque tokens.
 public struct SessionStore: Sendable {
     /// Writing last_seen_at on every request would turn every read into a write.
     static let lastSeenResolution: TimeInterval = SessionCache.lifetime
 
     let database: any DatabaseWriter
+    let lifetime: SessionLifetime
     let cache = SessionCache()
 
-    public init(database: any DatabaseWriter) {
+    public init(database: any DatabaseWriter, lifetime: SessionLifetime = SessionLifetime()) {
         self.database = database
+        self.lifetime = lifetime
     }
 
     /// Returns the new session and its token; the token is shown to the client once and only its hash is kept.
@@ -51,11 +72,10 @@ public struct SessionStore: Sendable {
         return (session, token)
     }
 
-    /// The live session and its user for a token; nil for unknown or revoked tokens.
-    public func find(token: String) async throws -> (AuthSession, User)? {
+    /// The live session and its user for a token; nil for unknown, revoked and expired tokens.
+    public func find(token: String, now: Date = Date()) async throws -> (AuthSession, User)? {
         guard token.utf8.count <= 256 else { return nil }
-        let now = Date()
-        if let cached = cache.lookup(token: token, now: now) { return cached }
+        if let cached = cache.lookup(token: token, now: now), lifetime.isLive(cached.0, now: now) { return cached }
         let tokenHash = Self.hash(token: token)
         let found = try await database.read { db -> (AuthSession, User)? in
             guard let session = try AuthSession
@@ -65,7 +85,7 @@ public struct SessionStore: Sendable {
             else { return nil }
             return (session, user)
         }
-        guard let (foundSession, user) = found else { return nil }
+        guard let (foundSession, user) = found, lifetime.isLive(foundSession, now: now) else { return nil }
         var session = foundSession
         if now.timeIntervalSince(session.lastSeenAt) > Self.lastSeenResolution {
             session.lastSeenAt = now
@@ -79,12 +99,26 @@ public struct SessionStore: Sendable {
     }
 
     /// The user's live sessions, most recently used first.
-    public func list(userId: Int64) async throws -> [AuthSession] {
+    public func list(userId: Int64, now: Date = Date()) async throws -> [AuthSession] {
         try await database.read { db in
             try AuthSession
                 .filter(Column("user_id") == userId && Column("revoked_at") == nil)
                 .order(Column("last_seen_at").desc, Column("created_at").desc)
                 .fetchAll(db)
+        }.filter { lifetime.isLive($0, now: now) }
+    }
+
+    /// Deletes sessions that can no longer be used: revoked (an hour ago: signing out still reads the Keycloak tokens
+    /// of the session it revoked), idle too long, or too old. Their Keycloak tokens go with them. Returns how many went.
+    @discardableResult
+    public func prune(now: Date = Date()) async throws -> Int {
+        let (idleSince, createdSince) = (now.addingTimeInterval(-lifetime.idleTimeout), now.addingTimeInterval(-lifetime.lifetime))
+        return try await database.write { db in
+            try db.execute(
+                sql: "DELETE FROM sessions WHERE revoked_at <= ? OR last_seen_at <= ? OR created_at <= ?",
+                arguments: [now.addingTimeInterval(-3600), idleSince, createdSince]
+            )
+            return db.changesCount
         }
     }
 

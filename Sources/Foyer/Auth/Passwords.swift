@@ -1,25 +1,43 @@
 import HummingbirdBcrypt
+import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 
-/// bcrypt takes tens to hundreds of milliseconds: run it on the blocking thread pool, never on an event loop.
+/// bcrypt takes tens to hundreds of milliseconds: run it off the event loops, on a pool of its own bounded to half
+/// the cores (at least one thread). A flood of sign-ins then queues for those threads while every other request,
+/// and the file I/O that shares NIO's default pool, goes on.
 struct Passwords: Sendable {
     let cost: UInt8
 
-    /// Verified against when an email is unknown, so both failures cost the same time.
-    /// Only ever touched on the thread pool: making it is itself a bcrypt hash.
-    private static let decoyHash = Bcrypt.hash("not a real password", cost: 12)
+    static let pool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: max(1, System.coreCount / 2))
+        pool.start()
+        return pool
+    }()
+
+    /// Verified against when an email is unknown, at the cost real hashes have, so both failures take the same time.
+    /// Made on the pool the first time it is needed (it is itself a bcrypt hash: not at start).
+    private static let decoyHashes = NIOLockedValueBox([UInt8: String]())
+
+    private static func decoyHash(cost: UInt8) -> String {
+        if let hash = decoyHashes.withLockedValue({ $0[cost] }) { return hash }
+        let hash = Bcrypt.hash("not a real password", cost: cost)
+        decoyHashes.withLockedValue { $0[cost] = hash }
+        return hash
+    }
 
     func hash(_ password: String) async throws -> String {
         let cost = self.cost
-        return try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
+        return try await Self.pool.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 
     func verify(_ password: String, hash: String) async throws -> Bool {
-        try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        try await Self.pool.runIfActive { Bcrypt.verify(password, hash: hash) }
     }
 
     /// Spends the time a real check would, for an email that has no account.
     func verifyDecoy(_ password: String) async throws {
-        _ = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: Self.decoyHash) }
+        let cost = self.cost
+        _ = try await Self.pool.runIfActive { Bcrypt.verify(password, hash: Self.decoyHash(cost: cost)) }
     }
 }

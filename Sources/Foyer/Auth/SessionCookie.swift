@@ -5,10 +5,8 @@ import Hummingbird
 /// The cookie that carries the same opaque token as `X-Session-Token`, so a native app and its WebView share one sign-in.
 enum SessionCookie {
     static let name = "foyer_session"
-    /// Native apps expect to stay signed in; revocation, not expiry, ends a session.
-    static let maxAge = 365 * 24 * 60 * 60
-
-    static func issue(token: String, secure: Bool) -> Cookie {
+    /// `maxAge` follows the session's lifetime (`--session-lifetime`): the browser keeps it as long as it can work.
+    static func issue(token: String, maxAge: Int, secure: Bool) -> Cookie {
         Cookie(name: name, value: token, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
     }
 

@@ -8,7 +8,7 @@ struct SessionsAPIController {
     static let maximumBodySize = 64 * 1024
     let signIn: SignIn
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.post("/api/v1/sessions", use: create)
         router.post("/api/v1/sessions.json", use: create)
         router.get("/api/v1/sessions", use: list)
@@ -61,7 +61,7 @@ struct SessionsAPIController {
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        guard let verified = try await signIn.verify(login: credentials.email, password: credentials.password) else {
+        guard let verified = try await signIn.verify(login: credentials.email, password: credentials.password, request: request, context: context) else {
             var response = Response.json(["error": SignIn.wrongCredentials], status: .unauthorized)
             response.headers[.wwwAuthenticate] = "Bearer"
             return response

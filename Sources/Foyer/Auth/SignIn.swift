@@ -10,8 +10,10 @@ struct SignIn: Sendable {
     let sessions: SessionStore
     /// When set, passwords are checked by the Keycloak realm and its tokens kept with each session.
     let keycloak: KeycloakSessions?
+    let throttle: SignInThrottle
     let secureCookies: Bool
     let trustProxy: Bool
+    let sessionLifetime: SessionLifetime
 
     /// Someone whose password checked out, with the Keycloak tokens that came with it (if Keycloak checked it).
     struct Verified {
@@ -20,8 +22,20 @@ struct SignIn: Sendable {
     }
 
     /// Checks a login (an email, or a Keycloak username) and password with whoever holds the accounts;
-    /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password.
-    func verify(login: String, password: String) async throws -> Verified? {
+    /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password. Throws
+    /// `SignInThrottle.Throttled` without checking anything when the login or the client failed too often.
+    func verify(login: String, password: String, request: Request, context: FoyerRequestContext) async throws -> Verified? {
+        let clientIP = request.clientIP(context: context, trustProxy: trustProxy)
+        try await throttle.check(login: login, clientIP: clientIP)
+        guard let verified = try await check(login: login, password: password) else {
+            try await throttle.recordFailure(login: login, clientIP: clientIP)
+            return nil
+        }
+        try await throttle.recordSuccess(login: login)
+        return verified
+    }
+
+    private func check(login: String, password: String) async throws -> Verified? {
         guard let keycloak else {
             return try await users.authenticate(email: login, password: password).map { Verified(user: $0, keycloakTokens: nil) }
         }
@@ -48,7 +62,7 @@ struct SignIn: Sendable {
     }
 
     func cookie(token: String, request: Request) -> Cookie {
-        SessionCookie.issue(token: token, secure: cookiesAreSecure(for: request))
+        SessionCookie.issue(token: token, maxAge: sessionLifetime.maximumAge, secure: cookiesAreSecure(for: request))
     }
 
     func expiredCookie(request: Request) -> Cookie {

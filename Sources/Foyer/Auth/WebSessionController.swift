@@ -6,7 +6,7 @@ struct WebSessionController {
     let signIn: SignIn
     let views: Views
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/sign_in") { request, context in
             let returnTo = request.uri.queryParameters["return_to"].map(String.init)
             return Self.signInPage(request: request, context: context, views: views, email: "", returnTo: returnTo)
@@ -27,7 +27,16 @@ struct WebSessionController {
         }
         values["return_to"] = returnTo
         values["message"] = message
-        return views.page("sessions/new", values, request: request, context: context, status: status)
+        // Signed in with the cookie, the session's own CSRF token guards the form; otherwise a pre-session token.
+        var formCookie: Cookie?
+        if context.identity?.credential != .cookie {
+            let (token, cookie) = SignInFormToken.forPage(request: request, secure: views.secureCookies || request.cameOverHTTPS)
+            values["csrf_token"] = token
+            formCookie = cookie
+        }
+        var response = views.page("sessions/new", values, request: request, context: context, status: status)
+        if let formCookie { response.setCookie(formCookie) }
+        return response
     }
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -35,9 +44,27 @@ struct WebSessionController {
         let fields = try await request.formFields(limit: SessionsAPIController.maximumBodySize)
         let email = fields["email"] ?? ""
         let returnTo = fields["return_to"]
-        guard !email.isEmpty, let password = fields["password"], !password.isEmpty,
-            let verified = try await signIn.verify(login: email, password: password)
-        else {
+        // A cookie-signed-in browser has passed the session's CSRF check already.
+        guard context.identity?.credential == .cookie || SignInFormToken.matches(fields[CSRFMiddleware.fieldName], request: request) else {
+            context.logger.notice("sign-in form posted without its pre-session token: refused")
+            return Self.signInPage(
+                request: request, context: context, views: views, email: email, returnTo: returnTo,
+                message: "This sign-in form has expired or did not come from this site. Please sign in again.", status: .forbidden
+            )
+        }
+        let verified: SignIn.Verified?
+        do {
+            verified = email.isEmpty || (fields["password"] ?? "").isEmpty
+                ? nil : try await signIn.verify(login: email, password: fields["password"]!, request: request, context: context)
+        } catch let throttled as SignInThrottle.Throttled {
+            var response = Self.signInPage(
+                request: request, context: context, views: views, email: email, returnTo: returnTo,
+                message: throttled.message, status: .tooManyRequests
+            )
+            response.headers[.retryAfter] = String(throttled.retryAfter)
+            return response
+        }
+        guard let verified else {
             return Self.signInPage(
                 request: request, context: context, views: views, email: email, returnTo: returnTo,
                 message: SignIn.wrongCredentials, status: .unprocessableContent
@@ -50,12 +77,31 @@ struct WebSessionController {
         return response
     }
 
+    /// Revokes the session; a browser that signed in through Keycloak then goes on to the realm's end_session_endpoint
+    /// (RP-initiated logout) so its Keycloak browser session ends too, and comes back to Foyer from there.
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+        var location = "/"
         if let identity = context.identity, let session = identity.session {
+            // Read before revoking: revoking drops the session's Keycloak tokens.
+            let endSession = try await endSessionURL(forSession: session.id, request: request)
             _ = try await signIn.revoke(session: session.id, userId: identity.userId)
+            location = endSession ?? location
         }
-        var response = Response.seeOther("/")
+        var response = Response.seeOther(location)
         response.setCookie(signIn.expiredCookie(request: request))
         return response
+    }
+
+    private func endSessionURL(forSession sessionID: String, request: Request) async throws -> String? {
+        guard let keycloak = signIn.keycloak, keycloak.client.settings.frontChannelLogout, !request.isNativeShell,
+            let idToken = try await keycloak.tokens(ofSession: sessionID)?.idToken,
+            let endpoint = try? await keycloak.client.endpoints().endSessionEndpoint
+        else { return nil }
+        let settings = keycloak.client.settings
+        let parameters = [
+            "id_token_hint": idToken, "client_id": settings.clientID,
+            "post_logout_redirect_uri": settings.postLogoutRedirectURI ?? request.publicOrigin(trustProxy: signIn.trustProxy) + "/",
+        ]
+        return endpoint + (endpoint.contains("?") ? "&" : "?") + FormEncoding.encode(parameters)
     }
 }

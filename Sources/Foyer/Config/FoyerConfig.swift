@@ -46,11 +46,17 @@ public struct FoyerConfig: Sendable {
     public var keycloakClientID: String?
     /// Comma-separated client ids whose access tokens Foyer accepts as Bearer (`aud` or `azp`); default: the client id.
     public var keycloakAudience: String?
+    /// Browser sign-out continues at Keycloak's end_session_endpoint (`--keycloak-front-channel-logout=false`: not).
+    public var keycloakFrontChannelLogout = true
+    /// Where Keycloak sends the browser after signing out there; nil: Foyer's public origin + `/`.
+    public var keycloakPostLogoutRedirectURI: String?
     /// Only ever from the environment; nil for a public client.
     public var keycloakClientSecret: String?
     /// Signs the live stream names pages embed; nil: one generated and kept in the database. Instances that share
     /// a database share it; set it by hand only if they do not.
     public var streamSecret: String?
+    /// Sessions end after this long unused, or this long after sign-in (`--session-idle-timeout`, `--session-lifetime`).
+    public var sessionLifetime = SessionLifetime()
 
     public init() {}
 

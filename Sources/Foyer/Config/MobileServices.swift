@@ -66,11 +66,39 @@ public struct MobileServices: Sendable {
         self.document = Self.sendable(root) as? [String: any Sendable] ?? [:]
     }
 
-    /// The copy apps download from Foyer: sync-app URLs point at Foyer's own `/graphql`, secrets are gone.
-    func clientFacing(baseURL: String) throws -> Data {
+    /// What Foyer serves when no file was given: no services yet; `clientFacing` adds the ones Foyer provides.
+    static let embedded = MobileServices(
+        syncApp: nil, keycloak: nil,
+        document: ["version": 1, "namespace": "foyer", "clientId": "foyer", "clusterName": "foyer", "services": [any Sendable]()]
+    )
+
+    private init(syncApp: SyncApp?, keycloak: Keycloak?, document: [String: any Sendable]) {
+        self.syncApp = syncApp
+        self.keycloak = keycloak
+        self.document = document
+    }
+
+    /// The copy apps download from Foyer: sync-app URLs point at Foyer's own `/graphql`, secrets are gone. Foyer
+    /// always serves GraphQL, so a sync-app entry is added when the file has none; so is a keycloak entry when Keycloak
+    /// is configured by flags, naming Foyer (which forwards `/realms/…` to it) as the auth server.
+    func clientFacing(baseURL: String, keycloak settings: KeycloakSettings? = nil) throws -> Data {
         var root = document
         let webSocketBase = GraphQLUpstream.webSocketEquivalent(of: baseURL)
-        root["services"] = (document["services"] as? [any Sendable] ?? []).map { entry -> any Sendable in
+        var services = document["services"] as? [any Sendable] ?? []
+        let types = Set(services.compactMap { ($0 as? [String: any Sendable])?["type"] as? String })
+        if !types.contains("sync-app") {
+            services.insert(["id": "sync-app", "name": "sync-app", "type": "sync-app", "url": "", "config": [String: any Sendable]()] as [String: any Sendable], at: 0)
+        }
+        if !types.contains("keycloak"), let settings {
+            services.append([
+                "id": "keycloak", "name": "keycloak", "type": "keycloak", "url": baseURL,
+                "config": [
+                    "auth-server-url": baseURL, "realm": settings.realm, "resource": settings.clientID,
+                    "public-client": settings.clientSecret == nil, "ssl-required": "external",
+                ] as [String: any Sendable],
+            ] as [String: any Sendable])
+        }
+        root["services"] = services.map { entry -> any Sendable in
             guard var service = entry as? [String: any Sendable] else { return entry }
             var config = service["config"] as? [String: any Sendable] ?? [:]
             if service["type"] as? String == "sync-app" {

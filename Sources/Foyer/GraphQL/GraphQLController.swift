@@ -11,7 +11,7 @@ struct GraphQLController {
     /// The upstream credentials of a caller (for now a configured static token, or none).
     let credentials: UpstreamCredentialSource
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.post("/graphql", use: post)
         router.get("/graphql", use: get)
     }

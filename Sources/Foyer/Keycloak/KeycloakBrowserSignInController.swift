@@ -38,7 +38,7 @@ struct KeycloakBrowserSignInController {
     let signIn: SignIn
     let views: Views
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/sign_in/keycloak", use: start)
         router.get(RouterPath(stringLiteral: Self.callbackPath), use: finish)
     }

@@ -15,6 +15,8 @@ struct KeycloakTokenRecord: Codable, Sendable, FetchableRecord, PersistableRecor
     var refreshToken: String?
     var idToken: String?
     var accessExpiresAt: Date
+    /// The realm's session (`sid`): what a back-channel logout names.
+    var keycloakSessionId: String?
 }
 
 /// Users who sign in with Keycloak, and the tokens of their Foyer sessions: sign-in by password grant, users
@@ -151,11 +153,14 @@ final class KeycloakSessions: Sendable {
     }
 
     func keep(_ tokens: KeycloakTokenSet, forSession sessionID: String, previousRefreshToken: String? = nil) async throws {
+        // Straight from the token endpoint, so read without verifying; older Keycloaks say `session_state`.
+        let claims = UnverifiedJWT.payload(tokens.idToken ?? tokens.accessToken) ?? [:]
         let record = KeycloakTokenRecord(
             sessionId: sessionID, accessToken: tokens.accessToken,
             // Keycloak may answer a refresh without a new refresh token: the old one stays good.
             refreshToken: tokens.refreshToken ?? previousRefreshToken, idToken: tokens.idToken,
-            accessExpiresAt: Date().addingTimeInterval(TimeInterval(tokens.expiresIn))
+            accessExpiresAt: Date().addingTimeInterval(TimeInterval(tokens.expiresIn)),
+            keycloakSessionId: claims["sid"] as? String ?? claims["session_state"] as? String
         )
         try await database.write { db in try record.save(db) }
     }
@@ -208,6 +213,42 @@ final class KeycloakSessions: Sendable {
         } catch {
             logger.warning("Keycloak logout failed", metadata: ["session": .string(sessionID), "error": .string("\(error)")])
         }
+    }
+
+    /// Back-channel logout: Keycloak ended a session of its own (the user signed out elsewhere, or an admin ended
+    /// it). Every Foyer session opened with that realm session ends too; with no `sid`, every session of `sub`.
+    /// Nothing is sent back to Keycloak: its side is over already. Returns how many sessions ended.
+    func endSessions(keycloakSession sid: String?, subject: String?) async throws -> Int {
+        let ended = try await database.read { db -> [(id: String, userId: Int64)] in
+            let rows: [Row]
+            if let sid, !sid.isEmpty {
+                var sql = "SELECT s.id, s.user_id FROM sessions s JOIN keycloak_tokens k ON k.session_id = s.id WHERE k.keycloak_session_id = ? AND s.revoked_at IS NULL"
+                var arguments: StatementArguments = [sid]
+                if let subject, !subject.isEmpty {
+                    sql += " AND s.user_id IN (SELECT id FROM users WHERE keycloak_subject = ?)"
+                    arguments += [subject]
+                }
+                rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+            } else if let subject, !subject.isEmpty {
+                rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT s.id, s.user_id FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.keycloak_subject = ? AND s.revoked_at IS NULL",
+                    arguments: [subject]
+                )
+            } else {
+                rows = []
+            }
+            return rows.map { ($0["id"], $0["user_id"]) }
+        }
+        for session in ended {
+            try await forget(session.id)
+            _ = try await sessions.revoke(id: session.id, userId: session.userId)
+        }
+        logger.info(
+            "Keycloak ended sessions (back-channel logout)",
+            metadata: ["sid": .string(sid ?? "-"), "sub": .string(subject ?? "-"), "ended": .stringConvertible(ended.count)]
+        )
+        return ended.count
     }
 
     func tokens(ofSession sessionID: String) async throws -> KeycloakTokenRecord? {

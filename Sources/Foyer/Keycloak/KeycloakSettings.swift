@@ -8,6 +8,12 @@ struct KeycloakSettings: Sendable, Equatable {
     let clientSecret: String?
     /// Whom an app's Bearer token must be for (`aud`, or the app as `azp`): Foyer's client unless configured.
     let audiences: Set<String>
+    /// Signing a browser out continues at the realm's end_session_endpoint (RP-initiated logout), so the realm's own
+    /// browser session ends too and the next "Sign in with Keycloak" asks for a password again.
+    let frontChannelLogout: Bool
+    /// Where Keycloak sends the browser after that; nil: Foyer's public origin + `/`. Must be registered at the
+    /// client as a valid post-logout redirect URI.
+    let postLogoutRedirectURI: String?
 
     init?(config: FoyerConfig, mobileServices: MobileServices?) throws {
         let fromFile = mobileServices?.keycloak
@@ -27,6 +33,8 @@ struct KeycloakSettings: Sendable, Equatable {
         clientSecret = config.keycloakClientSecret.flatMap { $0.isEmpty ? nil : $0 }
         let configured = (config.keycloakAudience ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         audiences = configured.isEmpty ? [clientID] : Set(configured)
+        frontChannelLogout = config.keycloakFrontChannelLogout
+        postLogoutRedirectURI = config.keycloakPostLogoutRedirectURI
     }
 
     var realmURL: String { "\(baseURL)/realms/\(realm)" }

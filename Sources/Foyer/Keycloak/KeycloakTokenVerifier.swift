@@ -45,7 +45,14 @@ actor KeycloakTokenVerifier {
         case accessToken(audiences: Set<String>)
         /// The ID token of our own code flow: it must be for our client and carry the nonce we sent.
         case idToken(clientID: String, nonce: String)
+        /// A Back-Channel Logout 1.0 logout token Keycloak posts to us: for our client, the logout event, a `sid`
+        /// or `sub`, recently issued, and no `nonce` (so an ID token cannot pass for one).
+        case logoutToken(clientID: String)
     }
+
+    static let backChannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logout"
+    /// A logout token is sent the moment the session ends; an old one is a replay.
+    static let logoutTokenMaximumAge: TimeInterval = 300
 
     /// Asymmetric algorithms only: `none` and HMAC (`HS256` with the public key as secret) are how JWTs get forged.
     static let acceptedAlgorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
@@ -88,7 +95,13 @@ actor KeycloakTokenVerifier {
         } catch {
             throw TokenRejected("The token could not be verified: \(error)")
         }
-        guard checked.exp.value.addingTimeInterval(Self.leeway) > Date() else { throw TokenRejected("The token has expired") }
+        let now = Date()
+        if case .logoutToken = use {
+            if let exp = checked.exp, exp.value.addingTimeInterval(Self.leeway) <= now { throw TokenRejected("The token has expired") }
+        } else {
+            guard let exp = checked.exp, exp.value.addingTimeInterval(Self.leeway) > now else { throw TokenRejected("The token has expired") }
+            guard checked.sub?.value.isEmpty == false else { throw TokenRejected("The token names no subject (sub)") }
+        }
         guard issuers.contains(checked.iss.value) else {
             throw TokenRejected("The token was issued by \(checked.iss.value), not by this realm")
         }
@@ -111,9 +124,22 @@ actor KeycloakTokenVerifier {
                 throw TokenRejected("The ID token is not meant for client \(clientID)")
             }
             guard checked.nonce == nonce else { throw TokenRejected("The ID token does not carry the nonce of this sign-in") }
+        case .logoutToken(let clientID):
+            guard audiences.contains(clientID) else { throw TokenRejected("The logout token is not meant for client \(clientID)") }
+            guard checked.nonce == nil else { throw TokenRejected("A logout token must not carry a nonce") }
+            guard let iat = checked.iat?.value else { throw TokenRejected("The logout token has no iat") }
+            guard iat.timeIntervalSince(now) < Self.leeway, now.timeIntervalSince(iat) < Self.logoutTokenMaximumAge else {
+                throw TokenRejected("The logout token was issued at \(iat), too far from now")
+            }
+            guard checked.events?[Self.backChannelLogoutEvent] != nil else {
+                throw TokenRejected("The logout token's events claim has no \(Self.backChannelLogoutEvent)")
+            }
+            guard checked.sid?.isEmpty == false || checked.sub?.value.isEmpty == false else {
+                throw TokenRejected("The logout token names neither a session (sid) nor a subject (sub)")
+            }
         }
         return VerifiedKeycloakToken(
-            raw: token, subject: checked.sub.value, expiresAt: checked.exp.value,
+            raw: token, subject: checked.sub?.value ?? "", expiresAt: checked.exp?.value ?? now,
             payload: Data(base64URLEncoded: parts[1]) ?? Data()
         )
     }
@@ -148,16 +174,22 @@ actor KeycloakTokenVerifier {
 /// The claims the verifier checks; everything else is read from the payload as it is.
 private struct CheckedClaims: JWTPayload {
     let iss: IssuerClaim
-    let sub: SubjectClaim
-    let exp: ExpirationClaim
+    let sub: SubjectClaim?
+    let exp: ExpirationClaim?
+    let iat: IssuedAtClaim?
     let aud: AudienceClaim?
     let azp: String?
     let typ: String?
     let nonce: String?
     let tokenUse: String?
+    let sid: String?
+    /// Only the keys matter (each event's value is an object, usually empty).
+    let events: [String: EventValue]?
+
+    struct EventValue: Codable {}
 
     enum CodingKeys: String, CodingKey {
-        case iss, sub, exp, aud, azp, typ, nonce, tokenUse = "token_use"
+        case iss, sub, exp, iat, aud, azp, typ, nonce, sid, events, tokenUse = "token_use"
     }
 
     /// The checks that need to know what the token is for happen in the verifier.

@@ -6,7 +6,7 @@ import Hummingbird
 struct LiveStreamController {
     let streams: LiveStreams
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/streams/{name}", use: subscribe)
     }
 

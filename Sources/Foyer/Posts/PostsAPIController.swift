@@ -20,7 +20,7 @@ struct PostsAPIController {
         let total: Int
     }
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         for collection in ["/api/v1/posts", "/posts.json"] {
             router.get(RouterPath(collection), use: index)
             router.post(RouterPath(collection), use: create)

@@ -17,7 +17,7 @@ struct PostsController {
         let signedIn: Bool
     }
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/posts", use: index)
         router.get("/posts/new", use: new)
         router.post("/posts", use: create)

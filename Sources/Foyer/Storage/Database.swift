@@ -102,6 +102,20 @@ public enum FoyerDatabase {
                 t.column("created_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v8: sign-in failures") { db in
+            // One row per failed sign-in under each key it counts against (the login, the client IP), for throttling.
+            try db.create(table: "sign_in_failures") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("key", .text).notNull()
+                t.column("failed_at", .datetime).notNull().indexed()
+            }
+            try db.create(index: "sign_in_failures_by_key", on: "sign_in_failures", columns: ["key", "failed_at"])
+        }
+        migrator.registerMigration("v9: Keycloak session ids") { db in
+            // The realm's session (`sid` of the ID token): a back-channel logout names it.
+            try db.alter(table: "keycloak_tokens") { t in t.add(column: "keycloak_session_id", .text) }
+            try db.create(index: "keycloak_tokens_by_session_id", on: "keycloak_tokens", columns: ["keycloak_session_id"])
+        }
         return migrator
     }
 }

@@ -15,7 +15,7 @@ struct TasksController {
     /// As in the showcase server: deleting a task takes this realm role (when users have realm roles at all).
     static let deletingRole = "admin"
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         router.get("/tasks", use: index)
         router.get("/tasks.json", use: indexJSON)
         router.get("/tasks/new", use: new)

@@ -31,7 +31,7 @@ extension Response {
 struct HistoricalLocationController {
     let views: Views
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         for location in HistoricalLocation.allCases {
             router.get(RouterPath(location.path)) { request, context in
                 views.page("turbo/historical_location", ["title": location.rawValue.capitalized], request: request, context: context)

@@ -7,7 +7,7 @@ import Hummingbird
 struct PathConfigurationController {
     let configuration: PathConfiguration
 
-    func addRoutes(to router: Router<FoyerRequestContext>) {
+    func addRoutes(to router: FoyerRouter) {
         for platform in PathConfiguration.Platform.allCases {
             let document = configuration.documents[platform]!
             for path in ["/configurations/\(platform.rawValue)_v1.json", "/turbo/\(platform.rawValue)/path_configuration"] {

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+
+/// Slows password guessing: after 5 failed sign-ins for one login, or 20 from one client IP, within 15 minutes,
+/// every sign-in for that login (or from that IP) is refused until the window has passed, right password or not.
+/// Counted by the login as typed (normalized), whether or not an account has it, so a refusal says nothing about
+/// which accounts exist. The counts live in the database: a restart does not reset them.
+struct SignInThrottle: Sendable {
+    static let window: TimeInterval = 15 * 60
+    static let perLogin = 5
+    static let perClient = 20
+
+    let database: any DatabaseWriter
+
+    /// Thrown instead of checking a password; `retryAfter` in whole seconds, for the `Retry-After` header.
+    struct Throttled: Error {
+        let retryAfter: Int
+        var message: String {
+            "Too many failed sign-ins. Try again in \(Self.describe(seconds: retryAfter))."
+        }
+
+        static func describe(seconds: Int) -> String {
+            seconds < 90 ? "\(seconds) seconds" : "\((seconds + 59) / 60) minutes"
+        }
+    }
+
+    private static func keys(login: String, clientIP: String?) -> [(key: String, limit: Int)] {
+        var keys = [("login:" + User.normalize(email: login), perLogin)]
+        if let clientIP { keys.append(("client:" + clientIP, perClient)) }
+        return keys
+    }
+
+    func check(login: String, clientIP: String?, now: Date = Date()) async throws {
+        let since = now.addingTimeInterval(-Self.window)
+        let keys = Self.keys(login: login, clientIP: clientIP)
+        let reopensAt = try await database.read { db -> Date? in
+            var latest: Date?
+            for (key, limit) in keys {
+                let count = try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM sign_in_failures WHERE key = ? AND failed_at > ?", arguments: [key, since]
+                ) ?? 0
+                guard count >= limit else { continue }
+                // Open again once enough of these failures have left the window to be under the limit.
+                let expiring = try Date.fetchOne(
+                    db, sql: "SELECT failed_at FROM sign_in_failures WHERE key = ? AND failed_at > ? ORDER BY failed_at LIMIT 1 OFFSET ?",
+                    arguments: [key, since, count - limit]
+                )
+                if let reopens = expiring?.addingTimeInterval(Self.window), reopens > latest ?? .distantPast { latest = reopens }
+            }
+            return latest
+        }
+        if let reopensAt {
+            throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))))
+        }
+    }
+
+    /// Counts a failure against the login and the client, and drops failures older than the window.
+    func recordFailure(login: String, clientIP: String?, now: Date = Date()) async throws {
+        let keys = Self.keys(login: login, clientIP: clientIP)
+        try await database.write { db in
+            for (key, _) in keys {
+                try db.execute(sql: "INSERT INTO sign_in_failures (key, failed_at) VALUES (?, ?)", arguments: [key, now])
+            }
+            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [now.addingTimeInterval(-Self.window)])
+        }
+    }
+
+    /// Drops failures that no longer count (recordFailure does too; this catches the quiet hours).
+    func prune(now: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [now.addingTimeInterval(-Self.window)])
+        }
+    }
+
+    /// The account's owner got in: their earlier typos no longer count. (The client's count stays: one right
+    /// password must not buy an attacker twenty more guesses at other accounts.)
+    func recordSuccess(login: String) async throws {
+        let key = "login:" + User.normalize(email: login)
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM sign_in_failures WHERE key = ?", arguments: [key])
+        }
+    }
+}
