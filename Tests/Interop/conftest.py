@@ -97,6 +97,19 @@ class KeycloakPeer:
         self.log.close()
 
 
+def wait_for_page(page, expression: str, timeout: float = 5000):
+    """Polls a JavaScript expression until it is truthy. Playwright's wait_for_function compiles its predicate with
+    eval inside the page, which Foyer's Content-Security-Policy (rightly) forbids; page.evaluate goes through
+    DevTools and is not subject to it."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        if page.evaluate(expression):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} ms waiting for {expression}")
+        time.sleep(0.05)
+
+
 def foyer_binary() -> str:
     binary = os.environ.get("FOYER_BINARY") or str(REPO / ".build/debug/foyer")
     if not os.access(binary, os.X_OK):

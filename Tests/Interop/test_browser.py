@@ -2,7 +2,7 @@
 import pytest
 from playwright.sync_api import sync_playwright
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, wait_for_page
 
 NATIVE_USER_AGENT = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Hotwire Native iOS; Turbo Native iOS"
 
@@ -20,7 +20,7 @@ def test_sign_in_lands_on_the_page_first_asked_for_then_sign_out(server, browser
     response = page.goto(server.url + "/account")
     assert response.status == 401
     assert page.locator("h1").inner_text() == "Sign in"
-    page.wait_for_function("window.Turbo !== undefined")
+    wait_for_page(page, "window.Turbo !== undefined")
     # Survives only if Turbo Drive handles the form: a full page load would reset it.
     page.evaluate("window.stillTheSamePage = true")
 
@@ -43,7 +43,7 @@ def test_sign_in_lands_on_the_page_first_asked_for_then_sign_out(server, browser
 def test_wrong_password_shows_the_message_without_leaving_the_form(server, browser):
     page = browser.new_page()
     page.goto(server.url + "/sign_in")
-    page.wait_for_function("window.Turbo !== undefined")
+    wait_for_page(page, "window.Turbo !== undefined")
     page.fill("input[name=email]", DEMO_EMAIL)
     page.fill("input[name=password]", "not the password")
     page.click("button[type=submit]")

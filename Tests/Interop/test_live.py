@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 
-from conftest import RunningServer, TaskServer, foyer_binary
+from conftest import RunningServer, TaskServer, foyer_binary, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_posts_browser import sign_in
@@ -43,7 +43,7 @@ def two_browsers(chromium):
 def follow(page, url: str):
     """Opens a live page and waits until its event stream is open; marks the window to prove no reload later."""
     page.goto(url)
-    page.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+    wait_for_page(page, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
     page.evaluate("window.neverReloaded = true")
 
 
@@ -163,7 +163,7 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
         # The watcher opens the post; an edit elsewhere changes what it shows.
         watcher.click(f"a:has-text('{title}')")
         watcher.wait_for_url(post_url)
-        watcher.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
         writer.click("a:has-text('Edit')")
         writer.wait_for_url(post_url + "/edit")
         writer.fill("input[name=title]", title + " (edited)")
@@ -172,7 +172,7 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
 
         watcher.click("a[href='/posts']")
         watcher.wait_for_url(server.url + "/posts")
-        watcher.wait_for_function("document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
         writer.goto(post_url)
         writer.click("main button:has-text('Delete')")
         writer.locator("text=This post was deleted.").wait_for(timeout=2000)
@@ -345,7 +345,7 @@ def test_an_upstream_restart_reloads_open_lists(tmp_path, browser):  # noqa: F81
         peer.stop()
         peer.start()  # the same port, and like the showcase server's memory store, empty
         # Events may have been missed while the upstream was away: the list is loaded again, in place.
-        page.wait_for_function("document.getElementById('tasks')?.dataset.renderedBefore === undefined", timeout=15000)
+        wait_for_page(page, "document.getElementById('tasks')?.dataset.renderedBefore === undefined", timeout=15000)
         page.locator("li.task", has_text="Before the restart").wait_for(state="detached", timeout=5000)
         assert page.evaluate("window.neverReloaded") is True
 

@@ -1,11 +1,11 @@
 """Chromium writes, edits and fails to save a post through the pages, with Turbo Drive doing the navigation."""
-from conftest import DEMO_EMAIL, DEMO_PASSWORD
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 
 
 def sign_in(page, server, email: str = DEMO_EMAIL, password: str = DEMO_PASSWORD):
     page.goto(server.url + "/sign_in")
-    page.wait_for_function("window.Turbo !== undefined")
+    wait_for_page(page, "window.Turbo !== undefined")
     page.fill("input[name=email]", email)
     page.fill("input[name=password]", password)
     page.click("main button[type=submit]")
@@ -16,7 +16,7 @@ def test_create_see_in_list_edit_and_invalid_form(server, browser):  # noqa: F81
     page = browser.new_page()
     sign_in(page, server)
     page.goto(server.url + "/posts")
-    page.wait_for_function("window.Turbo !== undefined")
+    wait_for_page(page, "window.Turbo !== undefined")
     page.evaluate("window.stillTheSamePage = true")
 
     page.click("a[href='/posts/new']")

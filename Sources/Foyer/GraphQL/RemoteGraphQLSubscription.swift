@@ -1,7 +1,6 @@
 import Foundation
 import GraphQL
 import HTTPTypes
-import HummingbirdWSClient
 import NIOCore
 
 /// Subscriptions on the upstream: one legacy `graphql-ws` connection per subscription (the showcase server speaks
@@ -29,26 +28,21 @@ extension RemoteGraphQLExecutor {
             let payload: GraphQLRequest
         }
         let start = String(decoding: try JSONEncoder().encode(Start(payload: request)), as: UTF8.self)
-        let configuration = WebSocketClientConfiguration(
-            maxFrameSize: Self.maximumReplySize, additionalHeaders: [.secWebSocketProtocol: "graphql-ws"]
-        )
-        let (health, logger) = (health, logger)
+        let health = health
 
         return AsyncThrowingStream { continuation in
             let connection = Task {
                 do {
-                    try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, logger: logger) { inbound, outbound, _ in
-                        try await outbound.write(.text(connectionInit))
-                        for try await message in inbound.messages(maxSize: Self.maximumReplySize) {
-                            guard case .text(let text) = message,
-                                let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8))
-                            else {
+                    try await UpstreamWebSocket.connect(url: webSocketURL, subprotocol: "graphql-ws", maximumMessageSize: Self.maximumReplySize) { socket in
+                        try await socket.send(connectionInit)
+                        for try await text in socket.messages {
+                            guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) else {
                                 throw GraphQLUpstreamError.invalidReply("a websocket message that is not graphql-ws JSON")
                             }
                             switch envelope.type {
                             case "connection_ack":
                                 health.recordSuccess()
-                                try await outbound.write(.text(start))
+                                try await socket.send(start)
                             case "connection_error":
                                 throw GraphQLUpstreamError.sessionExpired
                             case "data":

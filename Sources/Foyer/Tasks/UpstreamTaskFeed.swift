@@ -1,6 +1,5 @@
 import Foundation
 import GraphQL
-import HummingbirdWSClient
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -63,19 +62,16 @@ struct UpstreamTaskFeed: Service {
             let start: Map = ["type": "start", "id": .string(kind.rawValue), "payload": ["query": .string(TaskDocuments.subscription(kind))]]
             return String(decoding: try JSONEncoder().encode(start), as: UTF8.self)
         }
-        let configuration = WebSocketClientConfiguration(
-            maxFrameSize: RemoteGraphQLExecutor.maximumReplySize, additionalHeaders: [.secWebSocketProtocol: "graphql-ws"]
-        )
         let (broadcasts, logger) = (broadcasts, logger)
-        try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, logger: logger) { inbound, outbound, _ in
-            try await outbound.write(.text(connectionInit))
-            for try await message in inbound.messages(maxSize: RemoteGraphQLExecutor.maximumReplySize) {
-                guard case .text(let text) = message, let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) else {
+        try await UpstreamWebSocket.connect(url: webSocketURL, subprotocol: "graphql-ws", maximumMessageSize: RemoteGraphQLExecutor.maximumReplySize) { socket in
+            try await socket.send(connectionInit)
+            for try await text in socket.messages {
+                guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) else {
                     throw GraphQLUpstreamError.invalidReply("a websocket message that is not graphql-ws JSON")
                 }
                 switch envelope.type {
                 case "connection_ack":
-                    for start in starts { try await outbound.write(.text(start)) }
+                    for start in starts { try await socket.send(start) }
                     logger.info("Following the upstream's task events")
                     onSubscribed()
                 case "connection_error":
