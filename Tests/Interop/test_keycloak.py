@@ -492,3 +492,100 @@ def test_live_task_pages_follow_a_guarded_upstream_with_a_client_credentials_tok
     assert status == 200 and "errors" not in json.loads(body), body
     assert title.encode() in stream.read_until(b"</turbo-stream>\n\n", 10)
     stream.close()
+
+
+# --- Keycloak ends sessions: back-channel logout (OIDC Back-Channel Logout 1.0) and RP-initiated logout ---
+
+BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+
+
+def logout_token(realm, **changes) -> str:
+    """A logout token as Keycloak posts it, signed with the realm's real key; a claim set to None is left out."""
+    now = int(time.time())
+    claims = {"iss": realm.issuer, "aud": realm.client_id, "iat": now, "exp": now + 120, "jti": f"logout-{time.monotonic_ns()}",
+              "events": {BACKCHANNEL_EVENT: {}}}
+    claims.update(changes)
+    return realm_signed(realm, {name: value for name, value in claims.items() if value is not None}, header={"typ": "logout+jwt"})
+
+
+def back_channel_logout(foyer, body: bytes, content_type="application/x-www-form-urlencoded") -> tuple[int, dict]:
+    request = urllib.request.Request(foyer.url + "/sign_in/keycloak/backchannel_logout", data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_keycloak_ends_foyer_sessions_over_the_back_channel(foyer, realm):
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    bob_phone, bob_laptop, ada = sign_in(foyer, "bob", "bob password"), sign_in(foyer, "bob", "bob password"), sign_in(foyer)
+    now = int(time.time())
+    kid = (realm.keys_dir / "kid.txt").read_text().strip()
+    forged_claims = {"iss": realm.issuer, "aud": realm.client_id, "iat": now, "sub": "bob", "events": {BACKCHANNEL_EVENT: {}}}
+    refused = {
+        "forged": jwt.encode(forged_claims, rsa.generate_private_key(public_exponent=65537, key_size=2048), algorithm="RS256", headers={"kid": kid}),
+        "alg none": ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
+                             for part in ({"alg": "none", "kid": kid}, forged_claims)) + ".",
+        "expired": logout_token(realm, sub="bob", iat=now - 900, exp=now - 600),
+        "issued long ago": logout_token(realm, sub="bob", iat=now - 900, exp=None),
+        "wrong audience": logout_token(realm, sub="bob", aud="someone-else"),
+        "wrong issuer": logout_token(realm, sub="bob", iss="http://127.0.0.1:1/realms/elsewhere"),
+        "with a nonce": logout_token(realm, sub="bob", nonce="an ID token's"),
+        "no logout event": logout_token(realm, sub="bob", events={"http://schemas.openid.net/event/other": {}}),
+        "neither sid nor sub": logout_token(realm),
+    }
+    for name, token in refused.items():
+        status, body = back_channel_logout(foyer, urllib.parse.urlencode({"logout_token": token}).encode())
+        assert status == 400 and body["error"] == "invalid_request" and body["error_description"], (name, body)
+    for body, content_type in [(b"", "application/x-www-form-urlencoded"), (b'{"logout_token": "x"}', "application/json")]:
+        assert back_channel_logout(foyer, body, content_type)[0] == 400
+    assert get(foyer, "/api/v1/me", bob_phone)[0] == 200, "no refused token ended anything"
+
+    # No sid: every Foyer session of that subject ends, and only those.
+    status, body = back_channel_logout(foyer, urllib.parse.urlencode({"logout_token": logout_token(realm, sub="bob")}).encode())
+    # (Earlier tests of this module left sessions of bob's too: at least these two.)
+    assert status == 200 and body["sessions_ended"] >= 2, body
+    assert get(foyer, "/api/v1/me", bob_phone)[0] == 401 and get(foyer, "/api/v1/me", bob_laptop)[0] == 401
+    assert get(foyer, "/api/v1/me", ada)[0] == 200
+
+    # A sid: only the sessions opened with that realm session. (nanoidp writes no `sid` into its ID tokens, so the
+    # test gives one of ada's sessions the one Keycloak's ID token would have carried, in Foyer's database.)
+    ada_elsewhere = sign_in(foyer)
+    with sqlite3.connect(foyer.database) as db:
+        db.execute("UPDATE keycloak_tokens SET keycloak_session_id = 'realm-session-42' WHERE session_id = "
+                   "(SELECT id FROM sessions ORDER BY created_at DESC LIMIT 1)")
+    status, body = back_channel_logout(foyer, urllib.parse.urlencode({"logout_token": logout_token(realm, sid="realm-session-42")}).encode())
+    assert (status, body["sessions_ended"]) == (200, 1), body
+    assert get(foyer, "/api/v1/me", ada_elsewhere)[0] == 401
+    assert get(foyer, "/api/v1/me", ada)[0] == 200
+
+
+def test_signing_out_a_keycloak_browser_ends_the_realms_browser_session_too(foyer, realm, browser):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    start_browser_sign_in(page, foyer, "/account")
+    page.fill("#username", "bob")
+    page.fill("#password", "bob password")
+    page.click("button[type=submit]")
+    page.wait_for_url(foyer.url + "/account")
+    visited = []
+    page.on("request", lambda request: visited.append(request.url) if request.is_navigation_request() else None)
+    page.click("nav button:has-text('Sign out')")
+    page.wait_for_url(foyer.url + "/")
+    end_session = [url for url in visited if url.startswith(realm.issuer + "/protocol/openid-connect/logout")]
+    assert end_session, visited
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(end_session[0]).query)
+    assert query["client_id"] == ["foyer"] and query["post_logout_redirect_uri"] == [foyer.url + "/"]
+    assert jwt_payload(query["id_token_hint"][0])["sub"] == "bob"
+    assert page.goto(foyer.url + "/account").status == 401
+    # The realm forgot the browser too: "Sign in with Keycloak" asks for the password again.
+    start_browser_sign_in(page, foyer, "/account")
+    page.locator("#password").wait_for()
+    context.close()
+
+
+def jwt_payload(token: str) -> dict:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
