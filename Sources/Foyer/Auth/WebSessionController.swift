@@ -52,10 +52,11 @@ struct WebSessionController {
                 message: "This sign-in form has expired or did not come from this site. Please sign in again.", status: .forbidden
             )
         }
+        let password = fields["password"] ?? ""
         let verified: SignIn.Verified?
         do {
-            verified = email.isEmpty || (fields["password"] ?? "").isEmpty
-                ? nil : try await signIn.verify(login: email, password: fields["password"]!, request: request, context: context)
+            verified = email.isEmpty || password.isEmpty
+                ? nil : try await signIn.verify(login: email, password: password, request: request, context: context)
         } catch let throttled as SignInThrottle.Throttled {
             var response = Self.signInPage(
                 request: request, context: context, views: views, email: email, returnTo: returnTo,
