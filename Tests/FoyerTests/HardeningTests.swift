@@ -166,10 +166,25 @@ import Testing
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
         let throttle = SignInThrottle(database: database)
         let longAgo = Date().addingTimeInterval(-SignInThrottle.window - 60)
-        for _ in 0..<5 { try await throttle.recordFailure(login: "ada@example.com", clientIP: nil, now: longAgo) }
-        try await throttle.check(login: "ada@example.com", clientIP: nil)
+        for _ in 0..<5 { _ = try await throttle.begin(login: "ada@example.com", clientIP: nil, now: longAgo) }
+        let attempt = try await throttle.begin(login: "ada@example.com", clientIP: nil)
+        try await throttle.succeeded(attempt, login: "ada@example.com")
         try await throttle.prune()
         #expect(try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sign_in_failures") } == 0)
+    }
+
+    @Test func guessesSentAtOnceMeetTheLimitLikeGuessesInARow() async throws {
+        let harness = try await TestHarness { $0.trustProxy = true }
+        try await harness.test { client in
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<12 {
+                    group.addTask { try await Self.attempt(client, TestUser.ada.email, "guess \(index)").status }
+                }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .unauthorized }.count == 5)
+            #expect(statuses.filter { $0 == .tooManyRequests }.count == 7)
+        }
     }
 }
 

@@ -25,13 +25,16 @@ struct SignIn: Sendable {
     /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password. Throws
     /// `SignInThrottle.Throttled` without checking anything when the login or the client failed too often.
     func verify(login: String, password: String, request: Request, context: FoyerRequestContext) async throws -> Verified? {
-        let clientIP = request.clientIP(context: context, trustProxy: trustProxy)
-        try await throttle.check(login: login, clientIP: clientIP)
-        guard let verified = try await check(login: login, password: password) else {
-            try await throttle.recordFailure(login: login, clientIP: clientIP)
-            return nil
+        let attempt = try await throttle.begin(login: login, clientIP: request.clientIP(context: context, trustProxy: trustProxy))
+        let verified: Verified?
+        do {
+            verified = try await check(login: login, password: password)
+        } catch {
+            try? await throttle.abandon(attempt)
+            throw error
         }
-        try await throttle.recordSuccess(login: login)
+        // A wrong password stays counted; a right one takes its count back.
+        if verified != nil { try await throttle.succeeded(attempt, login: login) }
         return verified
     }
 

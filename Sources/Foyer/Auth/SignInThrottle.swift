@@ -30,10 +30,18 @@ struct SignInThrottle: Sendable {
         return keys
     }
 
-    func check(login: String, clientIP: String?, now: Date = Date()) async throws {
+    /// The rows an attempt under way counts with, until it turns out right (then they go).
+    struct Attempt {
+        fileprivate let rowIDs: [Int64]
+    }
+
+    /// Checks the counts and, in the same transaction, counts this attempt as a failure before any password is
+    /// checked: fifty guesses sent at once then meet the limit like fifty in a row, not after all were hashed.
+    /// Throws `Throttled` when the login or the client is over its limit.
+    func begin(login: String, clientIP: String?, now: Date = Date()) async throws -> Attempt {
         let since = now.addingTimeInterval(-Self.window)
         let keys = Self.keys(login: login, clientIP: clientIP)
-        let reopensAt = try await database.read { db -> Date? in
+        let (reopensAt, rowIDs) = try await database.write { db -> (Date?, [Int64]) in
             var latest: Date?
             for (key, limit) in keys {
                 let count = try Int.fetchOne(
@@ -47,36 +55,41 @@ struct SignInThrottle: Sendable {
                 )
                 if let reopens = expiring?.addingTimeInterval(Self.window), reopens > latest ?? .distantPast { latest = reopens }
             }
-            return latest
+            if latest != nil { return (latest, []) }
+            var rowIDs: [Int64] = []
+            for (key, _) in keys {
+                try db.execute(sql: "INSERT INTO sign_in_failures (key, failed_at) VALUES (?, ?)", arguments: [key, now])
+                rowIDs.append(db.lastInsertedRowID)
+            }
+            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [since])
+            return (nil, rowIDs)
         }
         if let reopensAt {
             throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))))
         }
+        return Attempt(rowIDs: rowIDs)
     }
 
-    /// Counts a failure against the login and the client, and drops failures older than the window.
-    func recordFailure(login: String, clientIP: String?, now: Date = Date()) async throws {
-        let keys = Self.keys(login: login, clientIP: clientIP)
+    /// The attempt could not be judged (the realm did not answer): it does not count.
+    func abandon(_ attempt: Attempt) async throws {
         try await database.write { db in
-            for (key, _) in keys {
-                try db.execute(sql: "INSERT INTO sign_in_failures (key, failed_at) VALUES (?, ?)", arguments: [key, now])
-            }
-            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [now.addingTimeInterval(-Self.window)])
+            for id in attempt.rowIDs { try db.execute(sql: "DELETE FROM sign_in_failures WHERE id = ?", arguments: [id]) }
         }
     }
 
-    /// Drops failures that no longer count (recordFailure does too; this catches the quiet hours).
+    /// Drops failures that no longer count (`begin` does too; this catches the quiet hours).
     func prune(now: Date = Date()) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [now.addingTimeInterval(-Self.window)])
         }
     }
 
-    /// The account's owner got in: their earlier typos no longer count. (The client's count stays: one right
-    /// password must not buy an attacker twenty more guesses at other accounts.)
-    func recordSuccess(login: String) async throws {
+    /// The account's owner got in: this attempt and their earlier typos no longer count. (The client's earlier
+    /// failures stay: one right password must not buy an attacker twenty more guesses at other accounts.)
+    func succeeded(_ attempt: Attempt, login: String) async throws {
         let key = "login:" + User.normalize(email: login)
         try await database.write { db in
+            for id in attempt.rowIDs { try db.execute(sql: "DELETE FROM sign_in_failures WHERE id = ?", arguments: [id]) }
             try db.execute(sql: "DELETE FROM sign_in_failures WHERE key = ?", arguments: [key])
         }
     }
