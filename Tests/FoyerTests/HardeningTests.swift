@@ -208,6 +208,18 @@ import Testing
         #expect(try await store.prune(now: now.addingTimeInterval(86_401)) == 1)
     }
 
+    @Test func useServedFromTheCacheStillKeepsASessionFromIdling() async throws {
+        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
+        let store = SessionStore(database: database, lifetime: SessionLifetime(idleTimeout: 10, lifetime: 86_400))
+        let (_, token) = try await store.create(for: user, userAgent: nil, ipAddress: nil)
+        let now = Date()
+        for second in [0.5, 5, 9, 14, 19] {  // never 10 s apart, though 18.5 s after the first use
+            #expect(try await store.find(token: token, now: now.addingTimeInterval(second)) != nil, "at \(second) s")
+        }
+        #expect(try await store.find(token: token, now: now.addingTimeInterval(30)) == nil)
+    }
+
     @Test func theCookieLivesAsLongAsTheSessionCan() async throws {
         let harness = try await TestHarness { $0.sessionLifetime = SessionLifetime(idleTimeout: 600, lifetime: 7200) }
         try await harness.test { client in

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, free_port, wait_for_page
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, foyer_binary, free_port, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_posts_browser import sign_in
 
@@ -158,3 +158,24 @@ def test_up_stays_fast_while_fifty_wrong_sign_ins_hash(own_server):
     print(f"/up during the flood: {len(latencies)} requests, median {latencies[len(latencies) // 2] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
     # Generous bounds on a shared machine: starving would mean seconds, the usual is a few milliseconds.
     assert latencies[len(latencies) // 2] < 0.25 and latencies[-1] < 2.0, latencies
+
+
+def test_an_idle_session_ends_and_a_bad_duration_stops_start_up(tmp_path):
+    foyer = RunningServer(tmp_path, extra_args=["--session-idle-timeout", "3s"])
+    try:
+        status, headers, body = curl_sign_in(foyer, DEMO_PASSWORD)
+        assert status == 201, body
+        token = headers["x-session-token"]
+        assert "Max-Age=31536000" in headers["set-cookie"]  # --session-lifetime's default, 365 days
+        for _ in range(3):  # used every 1.5 s, it lives on past the idle timeout
+            time.sleep(1.5)
+            assert curl(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")[0] == 200
+        time.sleep(3.5)
+        status, _, body = curl(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")
+        assert status == 401, body
+    finally:
+        foyer.stop()
+    refused = subprocess.run([foyer_binary(), "serve", "--session-lifetime", "a fortnight", "--database", ":memory:"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "--session-lifetime" in refused.stderr and "not a duration" in refused.stderr

@@ -40,8 +40,9 @@ public struct SessionLifetime: Sendable {
 
 /// Creates, finds and revokes sessions by their opaque tokens.
 public struct SessionStore: Sendable {
-    /// Writing last_seen_at on every request would turn every read into a write.
-    static let lastSeenResolution: TimeInterval = SessionCache.lifetime
+    /// Writing last_seen_at on every request would turn every read into a write: it moves at most this often, which
+    /// is also how early an idle session may end (a tenth of the idle timeout at most).
+    var lastSeenResolution: TimeInterval { min(SessionCache.lifetime, lifetime.idleTimeout / 10) }
 
     let database: any DatabaseWriter
     let lifetime: SessionLifetime
@@ -75,7 +76,12 @@ public struct SessionStore: Sendable {
     /// The live session and its user for a token; nil for unknown, revoked and expired tokens.
     public func find(token: String, now: Date = Date()) async throws -> (AuthSession, User)? {
         guard token.utf8.count <= 256 else { return nil }
-        if let cached = cache.lookup(token: token, now: now), lifetime.isLive(cached.0, now: now) { return cached }
+        // A cache hit does not move last_seen_at: once that is due, the database is asked (and it moves).
+        if let cached = cache.lookup(token: token, now: now), lifetime.isLive(cached.0, now: now),
+            now.timeIntervalSince(cached.0.lastSeenAt) <= lastSeenResolution
+        {
+            return cached
+        }
         let tokenHash = Self.hash(token: token)
         let found = try await database.read { db -> (AuthSession, User)? in
             guard let session = try AuthSession
@@ -87,7 +93,7 @@ public struct SessionStore: Sendable {
         }
         guard let (foundSession, user) = found, lifetime.isLive(foundSession, now: now) else { return nil }
         var session = foundSession
-        if now.timeIntervalSince(session.lastSeenAt) > Self.lastSeenResolution {
+        if now.timeIntervalSince(session.lastSeenAt) > lastSeenResolution {
             session.lastSeenAt = now
             let id = session.id
             try await database.write { db in
