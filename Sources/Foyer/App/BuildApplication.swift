@@ -22,10 +22,7 @@ public func buildApplication(
 
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
-    let views = try await Views(
-        directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil,
-        secureCookies: config.secureCookies
-    )
+    let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
     var services: [any Service] = [SessionPruning(sessions: sessions, throttle: throttle, logger: logger)]
     let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, database: database)))
     services.append(LiveHeartbeatService(streams: streams))
@@ -72,7 +69,7 @@ public func buildApplication(
 
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
-    let errors = ErrorMiddleware(views: views)
+    let errors = ErrorMiddleware(views: views, signInForm: SignInForm(views: views, signIn: signIn))
     router.add(middleware: errors)
     router.add(middleware: MethodNotAllowedMiddleware(methods: router.methods, errors: errors))
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: logger))

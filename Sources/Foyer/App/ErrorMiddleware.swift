@@ -9,6 +9,7 @@ import Logging
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = FoyerRequestContext
     let views: Views
+    let signInForm: SignInForm
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -30,17 +31,11 @@ struct ErrorMiddleware: RouterMiddleware {
                 return response
             }
             let returnTo = request.method == .get ? request.pathAndQuery : nil
-            return WebSessionController.signInPage(
-                request: request, context: context, views: views, email: "", returnTo: returnTo,
-                message: "Sign in to continue.", status: .unauthorized
-            )
+            return signInForm.page(request: request, context: context, returnTo: returnTo, message: "Sign in to continue.", status: .unauthorized)
         }
         if let throttled = error as? SignInThrottle.Throttled {
-            var response = request.wantsJSON
-                ? Response.json(["error": throttled.message], status: .tooManyRequests)
-                : WebSessionController.signInPage(
-                    request: request, context: context, views: views, email: "", returnTo: nil, message: throttled.message, status: .tooManyRequests
-                )
+            guard request.wantsJSON else { return signInForm.page(request: request, context: context, returnTo: nil, throttled: throttled) }
+            var response = Response.json(["error": throttled.message], status: .tooManyRequests)
             response.headers[.retryAfter] = String(throttled.retryAfter)
             return response
         }

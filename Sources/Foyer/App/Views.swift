@@ -10,12 +10,9 @@ public struct Views: Sendable {
     let layout: CompiledLayout
     /// The sign-in page offers Keycloak's login page, and asks for a username rather than an email.
     let keycloakSignIn: Bool
-    /// Cookies set while rendering (the sign-in form's) are always Secure, not only over https.
-    let secureCookies: Bool
 
-    init(directory: String, turboScriptURL: String, keycloakSignIn: Bool = false, secureCookies: Bool = false) async throws {
+    init(directory: String, turboScriptURL: String, keycloakSignIn: Bool = false) async throws {
         self.keycloakSignIn = keycloakSignIn
-        self.secureCookies = secureCookies
         var library = try await MustacheLibrary(directory: directory)
         for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")

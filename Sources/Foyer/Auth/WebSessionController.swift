@@ -6,37 +6,16 @@ struct WebSessionController {
     let signIn: SignIn
     let views: Views
 
+    var form: SignInForm { SignInForm(views: views, signIn: signIn) }
+
     func addRoutes(to router: FoyerRouter) {
         router.get("/sign_in") { request, context in
             let returnTo = request.uri.queryParameters["return_to"].map(String.init)
-            return Self.signInPage(request: request, context: context, views: views, email: "", returnTo: returnTo)
+            return form.page(request: request, context: context, returnTo: returnTo)
         }
         router.post("/sign_in", use: create)
         router.delete("/session", use: destroy)
         router.post("/sign_out", use: destroy)
-    }
-
-    static func signInPage(
-        request: Request, context: FoyerRequestContext, views: Views, email: String, returnTo: String?,
-        message: String? = nil, status: HTTPResponse.Status = .ok
-    ) -> Response {
-        var values: [String: Any] = ["title": "Sign in", "email": email, "form_page": true]
-        if views.keycloakSignIn {
-            let start = returnTo.map { "/sign_in/keycloak?return_to=" + FormEncoding.escape($0) } ?? "/sign_in/keycloak"
-            values["keycloak"] = ["start": start]
-        }
-        values["return_to"] = returnTo
-        values["message"] = message
-        // Signed in with the cookie, the session's own CSRF token guards the form; otherwise a pre-session token.
-        var formCookie: Cookie?
-        if context.identity?.credential != .cookie {
-            let (token, cookie) = SignInFormToken.forPage(request: request, secure: views.secureCookies || request.cameOverHTTPS)
-            values["csrf_token"] = token
-            formCookie = cookie
-        }
-        var response = views.page("sessions/new", values, request: request, context: context, status: status)
-        if let formCookie { response.setCookie(formCookie) }
-        return response
     }
 
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -47,8 +26,8 @@ struct WebSessionController {
         // A cookie-signed-in browser has passed the session's CSRF check already.
         guard context.identity?.credential == .cookie || SignInFormToken.matches(fields[CSRFMiddleware.fieldName], request: request) else {
             context.logger.notice("sign-in form posted without its pre-session token: refused")
-            return Self.signInPage(
-                request: request, context: context, views: views, email: email, returnTo: returnTo,
+            return form.page(
+                request: request, context: context, email: email, returnTo: returnTo,
                 message: "This sign-in form has expired or did not come from this site. Please sign in again.", status: .forbidden
             )
         }
@@ -58,17 +37,11 @@ struct WebSessionController {
             verified = email.isEmpty || password.isEmpty
                 ? nil : try await signIn.verify(login: email, password: password, request: request, context: context)
         } catch let throttled as SignInThrottle.Throttled {
-            var response = Self.signInPage(
-                request: request, context: context, views: views, email: email, returnTo: returnTo,
-                message: throttled.message, status: .tooManyRequests
-            )
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
+            return form.page(request: request, context: context, email: email, returnTo: returnTo, throttled: throttled)
         }
         guard let verified else {
-            return Self.signInPage(
-                request: request, context: context, views: views, email: email, returnTo: returnTo,
-                message: SignIn.wrongCredentials, status: .unprocessableContent
+            return form.page(
+                request: request, context: context, email: email, returnTo: returnTo, message: SignIn.wrongCredentials, status: .unprocessableContent
             )
         }
         let (_, token) = try await signIn.openSession(for: verified, request: request, context: context)
@@ -104,5 +77,43 @@ struct WebSessionController {
             "post_logout_redirect_uri": settings.postLogoutRedirectURI ?? request.publicOrigin(trustProxy: signIn.trustProxy) + "/",
         ]
         return endpoint + (endpoint.contains("?") ? "&" : "?") + FormEncoding.encode(parameters)
+    }
+}
+
+/// The sign-in page, wherever someone must sign in: its own route, a protected page's 401, a failed Keycloak return.
+struct SignInForm: Sendable {
+    let views: Views
+    let signIn: SignIn
+
+    func page(
+        request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?,
+        message: String? = nil, status: HTTPResponse.Status = .ok
+    ) -> Response {
+        var values: [String: Any] = ["title": "Sign in", "email": email, "form_page": true]
+        if views.keycloakSignIn {
+            let start = returnTo.map { "/sign_in/keycloak?return_to=" + FormEncoding.escape($0) } ?? "/sign_in/keycloak"
+            values["keycloak"] = ["start": start]
+        }
+        values["return_to"] = returnTo
+        values["message"] = message
+        // Signed in with the cookie, the session's own CSRF token guards the form; otherwise a pre-session token.
+        var formCookie: Cookie?
+        if context.identity?.credential != .cookie {
+            let (token, cookie) = SignInFormToken.forPage(request: request, secure: signIn.cookiesAreSecure(for: request))
+            values["csrf_token"] = token
+            formCookie = cookie
+        }
+        var response = views.page("sessions/new", values, request: request, context: context, status: status)
+        if let formCookie { response.setCookie(formCookie) }
+        return response
+    }
+
+    /// Throttled: `429` with `Retry-After`, saying how long.
+    func page(
+        request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?, throttled: SignInThrottle.Throttled
+    ) -> Response {
+        var response = page(request: request, context: context, email: email, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
+        response.headers[.retryAfter] = String(throttled.retryAfter)
+        return response
     }
 }

@@ -131,8 +131,8 @@ struct KeycloakBrowserSignInController {
     private func failure(
         _ message: String, status: HTTPResponse.Status, returnTo: String? = nil, request: Request, context: FoyerRequestContext
     ) -> Response {
-        var response = WebSessionController.signInPage(
-            request: request, context: context, views: views, email: "", returnTo: returnTo, message: message, status: status
+        var response = SignInForm(views: views, signIn: signIn).page(
+            request: request, context: context, returnTo: returnTo, message: message, status: status
         )
         response.setCookie(stateCookie("", request: request, expired: true))
         return response
