@@ -47,54 +47,38 @@ struct UpstreamTaskFeed: Service {
         }
     }
 
-    private struct Envelope: Decodable {
-        let type: String
-        let id: String?
-        let payload: Map?
-    }
-
     /// One connection, until it ends. `onSubscribed` runs once the upstream accepted the subscriptions.
     private func follow(onSubscribed: @escaping @Sendable () -> Void) async throws {
-        let token = try await token()
-        let initPayload: Map = token.map { ["Authorization": .string("Bearer \($0)")] } ?? [:]
-        let connectionInit = String(decoding: try JSONEncoder().encode(["type": "connection_init", "payload": initPayload] as Map), as: UTF8.self)
         let starts = try TaskEvents.Kind.allCases.map { kind in
             let start: Map = ["type": "start", "id": .string(kind.rawValue), "payload": ["query": .string(TaskDocuments.subscription(kind))]]
             return String(decoding: try JSONEncoder().encode(start), as: UTF8.self)
         }
         let (broadcasts, logger) = (broadcasts, logger)
-        try await UpstreamWebSocket.connect(url: webSocketURL, subprotocol: "graphql-ws", maximumMessageSize: RemoteGraphQLExecutor.maximumReplySize) { socket in
-            try await socket.send(connectionInit)
-            for try await text in socket.messages {
-                guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) else {
-                    throw GraphQLUpstreamError.invalidReply("a websocket message that is not graphql-ws JSON")
+        try await UpstreamGraphQLWS.session(url: webSocketURL, bearerToken: try await token()) { message, text, socket in
+            switch message.type {
+            case "connection_ack":
+                for start in starts { try await socket.send(start) }
+                logger.info("Following the upstream's task events")
+                onSubscribed()
+            case "data":
+                guard let kind = message.id.flatMap(TaskEvents.Kind.init(rawValue:)) else { return true }
+                struct DataMessage: Decodable {
+                    struct Result: Decodable { let data: [String: TaskItem?]? }
+                    let payload: Result
                 }
-                switch envelope.type {
-                case "connection_ack":
-                    for start in starts { try await socket.send(start) }
-                    logger.info("Following the upstream's task events")
-                    onSubscribed()
-                case "connection_error":
-                    throw GraphQLUpstreamError.sessionExpired
-                case "data":
-                    guard let kind = envelope.id.flatMap(TaskEvents.Kind.init(rawValue:)) else { continue }
-                    struct DataMessage: Decodable {
-                        struct Result: Decodable { let data: [String: TaskItem?]? }
-                        let payload: Result
-                    }
-                    let message = try? JSONDecoder().decode(DataMessage.self, from: Data(text.utf8))
-                    if let task = message?.payload.data?[kind.rawValue] ?? nil {
-                        broadcasts.publish(kind, task)
-                    } else {
-                        logger.warning("Upstream task event without a task: \(text.prefix(200))")
-                    }
-                case "error", "complete":
-                    // A subscription that ends leaves pages behind: start over on a new connection.
-                    throw GraphQLUpstreamError.invalidReply("the upstream ended subscription \(envelope.id ?? "?"): \(text.prefix(200))")
-                default:
-                    continue  // "ka"
+                let decoded = try? JSONDecoder().decode(DataMessage.self, from: Data(text.utf8))
+                if let task = decoded?.payload.data?[kind.rawValue] ?? nil {
+                    broadcasts.publish(kind, task)
+                } else {
+                    logger.warning("Upstream task event without a task: \(text.prefix(200))")
                 }
+            case "error", "complete":
+                // A subscription that ends leaves pages behind: start over on a new connection.
+                throw GraphQLUpstreamError.invalidReply("the upstream ended subscription \(message.id ?? "?"): \(text.prefix(200))")
+            default:
+                break  // "ka"
             }
+            return true
         }
     }
 }
