@@ -54,7 +54,7 @@ import Testing
             for (headers, body) in [
                 (formHeaders.merging([.origin: "https://evil.example"]), form),
                 (HTTPFields([.init(name: .contentType, value: "text/plain"), .init(name: .origin, value: "null")]), json),
-                (formHeaders.merging([HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]), form),
+                (formHeaders.merging([.secFetchSite: "cross-site"]), form),
             ] {
                 try await client.execute(uri: "/api/v1/sessions", method: .post, headers: headers, body: body) { response in
                     #expect(response.status == .forbidden)
@@ -67,7 +67,7 @@ import Testing
             // Same origin (the host the browser used, as the load balancer forwards it) is fine.
             try await client.execute(
                 uri: "/api/v1/sessions", method: .post,
-                headers: jsonHeaders.merging([.origin: "http://foyer.test:8080", HTTPField.Name("X-Forwarded-Host")!: "foyer.test:8080"]), body: json
+                headers: jsonHeaders.merging([.origin: "http://foyer.test:8080", .xForwardedHost: "foyer.test:8080"]), body: json
             ) { response in
                 #expect(response.status == .created)
             }
@@ -93,7 +93,7 @@ import Testing
     ) async throws -> TestResponse {
         try await client.execute(
             uri: "/api/v1/sessions", method: .post,
-            headers: [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: ip],
+            headers: [.contentType: "application/json", .xForwardedFor: ip],
             body: ByteBuffer(json: #"{"email": "\#(email)", "password": "\#(password)"}"#)
         ) { $0 }
     }
@@ -243,7 +243,7 @@ import Testing
                     #expect(policy.contains("script-src 'self'") && !policy.contains("unsafe-eval"))
                     #expect(policy.contains("frame-ancestors 'self'"))
                     #expect(response.headers[.xContentTypeOptions] == "nosniff")
-                    #expect(response.headers[HTTPField.Name("Referrer-Policy")!] == "strict-origin-when-cross-origin")
+                    #expect(response.headers[.referrerPolicy] == "strict-origin-when-cross-origin")
                     #expect(response.headers[.strictTransportSecurity] == nil)
                 }
             }
@@ -253,7 +253,7 @@ import Testing
                     #expect(response.headers[.contentSecurityPolicy] == nil, "\(uri)")
                 }
             }
-            try await client.execute(uri: "/up", method: .get, headers: [HTTPField.Name("X-Forwarded-Proto")!: "https"]) { response in
+            try await client.execute(uri: "/up", method: .get, headers: [.xForwardedProto: "https"]) { response in
                 #expect(response.headers[.strictTransportSecurity]?.hasPrefix("max-age=") == true)
             }
         }

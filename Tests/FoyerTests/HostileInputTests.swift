@@ -8,6 +8,11 @@ import Testing
 
 @testable import Foyer
 
+/// A JWT's three parts from the JSON of its header and claims; not signed unless `signature` pretends to be.
+func jwtShaped(_ header: String, _ claims: String, signature: String = "") -> String {
+    [header, claims].map { Data($0.utf8).base64URLEncoded }.joined(separator: ".") + "." + signature
+}
+
 /// Hostile input of every kind Foyer meets, each answered with its own clear 4xx, and nothing stored by any of it.
 @Suite struct HostileInputTests {
     struct Case {
@@ -19,10 +24,6 @@ import Testing
         let expected: HTTPResponse.Status
         /// Said in the answer, so a person can tell what was wrong.
         var says: String? = nil
-    }
-
-    func unsigned(_ header: String, _ claims: String) -> String {
-        [header, claims].map { Data($0.utf8).base64URLEncoded }.joined(separator: ".") + "."
     }
 
     @Test func everyClassOfHostileInputGetsAClear4xxAndChangesNothing() async throws {
@@ -58,10 +59,10 @@ import Testing
                 Case(name: "encoded path traversal in static files", uri: "/%2e%2e/%2e%2e/etc/passwd", method: .get, expected: .badRequest),
                 Case(name: "SQL metacharacters in a sign-in", uri: "/api/v1/sessions", headers: jsonHeaders,
                      body: ByteBuffer(string: #"{"email": "' OR '1'='1' --", "password": "' OR '1'='1"}"#), expected: .unauthorized),
-                Case(name: "alg none JWT", uri: "/api/v1/posts", headers: bearer(unsigned(#"{"alg":"none"}"#, #"{"sub":"1","exp":\#(now + 600)}"#)).merging(jsonHeaders),
+                Case(name: "alg none JWT", uri: "/api/v1/posts", headers: bearer(jwtShaped(#"{"alg":"none"}"#, #"{"sub":"1","exp":\#(now + 600)}"#)).merging(jsonHeaders),
                      body: ByteBuffer(string: #"{"title": "forged"}"#), expected: .unauthorized),
                 Case(name: "expired JWT", uri: "/api/v1/me", method: .get,
-                     headers: bearer(unsigned(#"{"alg":"RS256","kid":"k"}"#, #"{"sub":"1","exp":\#(now - 600)}"#) + "c2ln"), expected: .unauthorized),
+                     headers: bearer(jwtShaped(#"{"alg":"RS256","kid":"k"}"#, #"{"sub":"1","exp":\#(now - 600)}"#, signature: "c2ln")), expected: .unauthorized),
                 Case(name: "replayed revoked token", uri: "/api/v1/posts", headers: bearer(revoked).merging(jsonHeaders),
                      body: ByteBuffer(string: #"{"title": "from a revoked session"}"#), expected: .unauthorized),
                 Case(name: "unknown method on a known path", uri: "/api/v1/me", method: .patch, headers: bearer(token), expected: .methodNotAllowed),
@@ -98,7 +99,7 @@ import Testing
             // Brute force: the sixth wrong password in a row is a 429, and no session comes of it.
             for attempt in 1...6 {
                 try await client.execute(
-                    uri: "/api/v1/sessions", method: .post, headers: jsonHeaders.merging([HTTPField.Name("X-Forwarded-For")!: "198.51.100.1"]),
+                    uri: "/api/v1/sessions", method: .post, headers: jsonHeaders.merging([.xForwardedFor: "198.51.100.1"]),
                     body: ByteBuffer(string: #"{"email": "\#(TestUser.bob.email)", "password": "guess \#(attempt)"}"#)
                 ) { response in
                     #expect(response.status == (attempt <= 5 ? .unauthorized : .tooManyRequests))
@@ -116,9 +117,7 @@ import Testing
 
 @Suite struct BackChannelLogoutStorageTests {
     /// A token as the token endpoint hands it over: only its payload is read when keeping it.
-    func token(_ claims: String) -> String {
-        [#"{"alg":"RS256"}"#, claims].map { Data($0.utf8).base64URLEncoded }.joined(separator: ".") + ".c2ln"
-    }
+    func token(_ claims: String) -> String { jwtShaped(#"{"alg":"RS256"}"#, claims, signature: "c2ln") }
 
     @Test func aLogoutEndsTheSessionsOfItsKeycloakSessionOrElseOfItsSubject() async throws {
         var config = FoyerConfig()

@@ -97,6 +97,18 @@ class KeycloakPeer:
         self.log.close()
 
 
+def curl_response(url: str, *args: str) -> tuple[int, dict, str]:
+    """curl (a real client) with `-i`: the status, the headers (lower-cased names, the first of each) and the body."""
+    result = subprocess.run(["curl", "-sS", "-i", url, *args], capture_output=True, timeout=60, check=True)
+    head, _, body = result.stdout.decode().partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(": ")
+        headers.setdefault(name.lower(), value)
+    return int(lines[0].split()[1]), headers, body
+
+
 def wait_for_page(page, expression: str, timeout: float = 5000):
     """Polls a JavaScript expression until it is truthy. Playwright's wait_for_function compiles its predicate with
     eval inside the page, which Foyer's Content-Security-Policy (rightly) forbids; page.evaluate goes through
@@ -176,6 +188,14 @@ def upstream_foyer(tmp_path_factory, task_server):
         tmp_path_factory.mktemp("foyer-upstream"), extra_env={"FOYER_GRAPHQL_TOKEN": task_server.token},
         extra_args=["--graphql-url", task_server.url],
     )
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A server of its own, for a test whose failed sign-ins would otherwise throttle 127.0.0.1 for every later test."""
+    running = RunningServer(tmp_path)
     yield running
     running.stop()
 

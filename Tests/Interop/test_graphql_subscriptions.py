@@ -41,18 +41,23 @@ def run(coroutine, seconds: float = 20):
     return asyncio.run(asyncio.wait_for(coroutine, seconds))
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_gql_subscribes_on_the_embedded_service(server, protocol):
-    token = session_token(server)
-    title = f"Embedded event over {protocol}"
+def task_added_through(foyer, protocol: str, title: str) -> dict:
+    """Subscribes to taskAdded through Foyer with gql, creating tasks titled `title` through Foyer until one arrives."""
+    token = session_token(foyer)
 
     def create():
-        status, body = post(server.url + "/graphql", {**CREATE, "variables": {"title": title}}, token)
+        status, body = post(foyer.url + "/graphql", {**CREATE, "variables": {"title": title}}, token)
         assert status == 200, body
 
-    event = run(first_event(ws_url(server), protocol, token, "subscription { taskAdded { id title version } }", create))
-    assert event["taskAdded"]["title"] == title
-    assert event["taskAdded"]["version"] == 1
+    return run(first_event(ws_url(foyer), protocol, token, "subscription { taskAdded { id title version } }", create))["taskAdded"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_gql_subscribes_on_the_embedded_service(server, protocol):
+    title = f"Embedded event over {protocol}"
+    task = task_added_through(server, protocol, title)
+    assert task["title"] == title
+    assert task["version"] == 1
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

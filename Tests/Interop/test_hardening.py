@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, foyer_binary, free_port, wait_for_page
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, curl_response, foyer_binary, free_port, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_posts_browser import sign_in
 
@@ -95,25 +95,9 @@ def test_no_page_breaks_the_content_security_policy(server, browser):  # noqa: F
     context.close()
 
 
-def curl(url: str, *args: str) -> tuple[int, dict, str]:
-    result = subprocess.run(["curl", "-sS", "-i", url, *args], capture_output=True, timeout=60, check=True)
-    head, _, body = result.stdout.decode().partition("\r\n\r\n")
-    lines = head.split("\r\n")
-    headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in lines[1:])}
-    return int(lines[0].split()[1]), headers, body
-
-
-@pytest.fixture
-def own_server(tmp_path):
-    """Throttling counts failures from 127.0.0.1: a server of its own keeps the other tests out of it."""
-    running = RunningServer(tmp_path)
-    yield running
-    running.stop()
-
-
 def curl_sign_in(server, password: str, email: str = DEMO_EMAIL):
-    return curl(server.url + "/api/v1/sessions", "-H", "Content-Type: application/json",
-                "--data", json.dumps({"email": email, "password": password}))
+    return curl_response(server.url + "/api/v1/sessions", "-H", "Content-Type: application/json",
+                         "--data", json.dumps({"email": email, "password": password}))
 
 
 def test_curl_is_throttled_after_five_wrong_passwords(own_server):
@@ -169,9 +153,9 @@ def test_an_idle_session_ends_and_a_bad_duration_stops_start_up(tmp_path):
         assert "Max-Age=31536000" in headers["set-cookie"]  # --session-lifetime's default, 365 days
         for _ in range(3):  # used every 1.5 s, it lives on past the idle timeout
             time.sleep(1.5)
-            assert curl(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")[0] == 200
+            assert curl_response(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")[0] == 200
         time.sleep(3.5)
-        status, _, body = curl(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")
+        status, _, body = curl_response(foyer.url + "/api/v1/me", "-H", f"Authorization: Bearer {token}")
         assert status == 401, body
     finally:
         foyer.stop()

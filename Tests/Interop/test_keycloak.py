@@ -5,7 +5,6 @@ import concurrent.futures
 import json
 import re
 import sqlite3
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -13,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import KeycloakPeer, RunningServer, TaskServer, free_port
+from conftest import KeycloakPeer, RunningServer, TaskServer, curl_response, free_port
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post
 
@@ -64,18 +63,8 @@ def foyer(tmp_path_factory, realm, guarded_task_server, foyer_port):
 
 
 def curl_sign_in(foyer, username: str, password: str) -> tuple[int, dict, str]:
-    result = subprocess.run(
-        ["curl", "-sS", "-i", "-X", "POST", foyer.url + "/api/v1/sessions", "-H", "Content-Type: application/json",
-         "--data", json.dumps({"username": username, "password": password})],
-        capture_output=True, timeout=60, check=True,
-    )
-    head, _, body = result.stdout.decode().partition("\r\n\r\n")
-    lines = head.split("\r\n")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(": ")
-        headers.setdefault(name.lower(), value)
-    return int(lines[0].split()[1]), headers, body
+    return curl_response(foyer.url + "/api/v1/sessions", "-H", "Content-Type: application/json",
+                         "--data", json.dumps({"username": username, "password": password}))
 
 
 def sign_in(foyer, username="ada", password="ada password") -> str:

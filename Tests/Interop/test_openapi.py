@@ -5,9 +5,7 @@ import subprocess
 import sys
 import urllib.request
 
-import pytest
-
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer
+from conftest import DEMO_EMAIL, DEMO_PASSWORD
 
 
 def sign_in(server) -> str:
@@ -31,17 +29,9 @@ def test_document_is_served_and_names_every_api_route(server):
     }
 
 
-@pytest.fixture
-def fuzzed_server(tmp_path):
-    """Schemathesis fails sign-ins by the hundred: on a server of its own, so its throttling of 127.0.0.1 does not
-    lock the other tests out."""
-    running = RunningServer(tmp_path)
-    yield running
-    running.stop()
-
-
-def test_every_documented_operation_conforms(fuzzed_server, tmp_path):
-    server = fuzzed_server
+def test_every_documented_operation_conforms(own_server, tmp_path):
+    """On a server of its own: Schemathesis fails sign-ins by the hundred."""
+    server = own_server
     token = sign_in(server)
     schemathesis = pathlib.Path(sys.executable).with_name("schemathesis")
     run = subprocess.run(

@@ -11,8 +11,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from conftest import REPO, RunningServer, free_port, wait_until_listening
-from test_graphql import post, session_token
-from test_graphql_subscriptions import CREATE, first_event, run, ws_url
+from test_graphql_subscriptions import task_added_through
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +50,8 @@ def test_the_peer_refuses_what_a_browser_on_another_origin_sends(strawberry):
 
 @pytest.mark.parametrize("protocol", ["graphql-ws", "graphql-transport-ws"])
 def test_a_subscription_is_relayed_through_an_origin_checking_upstream(foyer, protocol):
-    token = session_token(foyer)
     title = f"Relayed to strawberry over {protocol}"
-
-    def create():
-        status, body = post(foyer.url + "/graphql", {**CREATE, "variables": {"title": title}}, token)
-        assert status == 200, body
-
-    event = run(first_event(ws_url(foyer), protocol, token, "subscription { taskAdded { id title version } }", create))
-    assert event["taskAdded"]["title"] == title
+    assert task_added_through(foyer, protocol, title)["title"] == title
 
 
 def test_the_live_task_feed_follows_the_origin_checking_upstream(foyer):
