@@ -436,6 +436,10 @@ def test_the_login_page_and_the_code_exchange_work_through_the_proxy(foyer):
     webview = requests.Session()
     page = webview.get(url, timeout=30)
     assert page.status_code == 200 and 'name="password"' in page.text
+    # The provider's page is the provider's: it loads scripts from a CDN, which Foyer's page policy (scripts from
+    # Foyer only) would block in a real WebView. Headers of Foyer's own it lacks are still added.
+    assert '<script src="https://' in page.text and "script-src 'self'" not in page.headers.get("Content-Security-Policy", "")
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
     transaction = re.search(r'name="transaction_id" value="([^"]+)"', page.text).group(1)
     answer = webview.post(page.url, data={"transaction_id": transaction, "username": "bob", "password": "bob password"},
                           allow_redirects=False, timeout=30)

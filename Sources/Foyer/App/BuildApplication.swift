@@ -113,7 +113,7 @@ public func buildApplication(
 
     return Application(
         responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(
-            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), turboScriptURL: config.turboScriptURL
+            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors)
         )),
         server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: .init(maxFrameSize: GraphQLController.maximumBodySize))),
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),

@@ -10,9 +10,15 @@ public struct Views: Sendable {
     let layout: CompiledLayout
     /// The sign-in page offers Keycloak's login page, and asks for a username rather than an email.
     let keycloakSignIn: Bool
+    /// Every page's headers: its type, and its Content-Security-Policy (which allows Turbo's origin, if elsewhere).
+    let pageHeaders: HTTPFields
 
     init(directory: String, turboScriptURL: String, keycloakSignIn: Bool = false) async throws {
         self.keycloakSignIn = keycloakSignIn
+        pageHeaders = HTTPFields(
+            [HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .vary, value: "User-Agent")]
+                + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
+        )
         var library = try await MustacheLibrary(directory: directory)
         for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")
@@ -47,11 +53,7 @@ public struct Views: Sendable {
         let html = layout.render(
             body: body, title: title, identity: context.identity, native: request.isNativeShell, formPage: formPage
         )
-        return Response(
-            status: status,
-            headers: [.contentType: "text/html; charset=utf-8", .vary: "User-Agent"],
-            body: .init(byteBuffer: html)
-        )
+        return Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
     }
 
     /// Renders a template to a string, for bodies that are cached before they are wrapped and for live fragments.
