@@ -3,8 +3,20 @@ import Foundation
 import Foyer
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 
 @main
+enum Main {
+    static func main() async {
+        // Requests, their upstream calls and the database's answers then all run on NIO's event loops (one per
+        // core) instead of hopping to Swift's own thread pool and back: on the /graphql proxy path every hop
+        // was a thread wake-up. Must come first, before any task is started.
+        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        await FoyerCommand.main()
+    }
+}
+
 struct FoyerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "foyer",
@@ -53,6 +65,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (env LOG_LEVEL; default info)")
     var logLevel: String?
 
+    @Option(help: "Log lines as text or json, one JSON object per line for log shippers (env FOYER_LOG_FORMAT; default text)")
+    var logFormat: String?
+
     @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the sync-app of --mobile-services, else the embedded task service)")
     var graphqlURL: String?
 
@@ -88,6 +103,11 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
+        let formatName = logFormat ?? environment["FOYER_LOG_FORMAT"] ?? "text"
+        guard let format = LogFormat(rawValue: formatName.lowercased()) else {
+            throw ValidationError("--log-format: \"\(formatName)\" is not a log format; use text or json")
+        }
+        format.bootstrap()
         var config = FoyerConfig()
         if let text = sessionIdleTimeout ?? environment["FOYER_SESSION_IDLE_TIMEOUT"] {
             config.sessionLifetime.idleTimeout = try Self.duration(text, option: "--session-idle-timeout")

@@ -31,7 +31,7 @@ public func buildApplication(
     let taskBroadcasts = TaskBroadcasts(streams: streams, fragments: TaskStreams(views: views))
     let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()
-        services.append(HTTPClientService(client: http))
+        services.append(ClosingService { try await http.shutdown() })
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
         return KeycloakSessions(
             client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions,
@@ -48,9 +48,9 @@ public func buildApplication(
     )
     let graphQL: any GraphQLExecutor
     if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
-        let client = RemoteGraphQLExecutor.makeClient()
-        services.append(HTTPClientService(client: client))
-        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, client: client, logger: logger)
+        let connections = try UpstreamConnections(url: upstream.url)
+        services.append(ClosingService { connections.close() })
+        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, connections: connections, logger: logger)
         let (upstreamToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak?.client)
         services.append(UpstreamTaskFeed(
             webSocketURL: upstream.webSocketURL,

@@ -32,13 +32,20 @@ struct AuthenticationMiddleware: RouterMiddleware {
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2 else { return nil }
         let scheme = parts[0].lowercased()
-        var value = parts[1].trimmingCharacters(in: .whitespaces)
+        // Foundation's trimmingCharacters cost a few microseconds on every signed-in request.
+        var value = parts[1].trimmingEnds { $0 == " " || $0 == "\t" }
         guard scheme == "bearer" || scheme == "token" else { return nil }
         if scheme == "token", value.hasPrefix("token=") {
-            value = String(value.dropFirst("token=".count).prefix { $0 != "," })
-                .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            value = value.dropFirst("token=".count).prefix { $0 != "," }.trimmingEnds { $0 == "\"" }
         }
-        return value.isEmpty ? nil : value
+        return value.isEmpty ? nil : String(value)
+    }
+}
+
+extension Substring {
+    func trimmingEnds(where unwanted: (Character) -> Bool) -> Substring {
+        guard let first = firstIndex(where: { !unwanted($0) }), let last = lastIndex(where: { !unwanted($0) }) else { return "" }
+        return self[first...last]
     }
 }
 

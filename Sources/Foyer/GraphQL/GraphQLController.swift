@@ -10,6 +10,7 @@ struct GraphQLController {
     let executor: any GraphQLExecutor
     /// The upstream credentials of a caller (for now a configured static token, or none).
     let credentials: UpstreamCredentialSource
+    let analyses = QueryAnalysisCache()
 
     func addRoutes(to router: FoyerRouter) {
         router.post("/graphql", use: post)
@@ -25,13 +26,17 @@ struct GraphQLController {
         } catch {
             return Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
         }
-        let graphQLRequest: GraphQLRequest
+        // Only what the limits need is read; the body goes on as the client wrote it.
+        let envelope: Envelope
         do {
-            graphQLRequest = try JSONDecoder().decode(GraphQLRequest.self, from: Data(buffer: body))
+            envelope = try Self.decoder.decode(Envelope.self, from: body)
         } catch {
             return Self.refusal(.badRequest, "The body must be JSON like {\"query\": \"…\", \"variables\": {…}}", code: "BAD_REQUEST")
         }
-        return try await run(graphQLRequest, allowMutations: true, identity: identity)
+        if let refusal = refusal(for: envelope.query, operationName: envelope.operationName, allowMutations: true) {
+            return refusal
+        }
+        return try await answer { try await executor.execute(encoded: body, credentials: try await credentials(identity)) }
     }
 
     @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -59,24 +64,60 @@ struct GraphQLController {
     }
 
     private func run(_ graphQLRequest: GraphQLRequest, allowMutations: Bool, identity: Identity) async throws -> Response {
-        // Unparseable queries go on: the server that runs them says what is wrong, in its own words.
-        if let document = try? parse(source: graphQLRequest.query) {
-            if let violation = QueryLimits.violation(in: document) {
-                return Self.refusal(.badRequest, violation, code: "QUERY_TOO_COMPLEX")
-            }
-            if !allowMutations, Self.operation(in: document, named: graphQLRequest.operationName) == .mutation {
-                var response = Self.refusal(.methodNotAllowed, "Mutations must be sent with POST", code: "METHOD_NOT_ALLOWED")
-                response.headers[.allow] = "POST"
-                return response
-            }
+        if let refusal = refusal(for: graphQLRequest.query, operationName: graphQLRequest.operationName, allowMutations: allowMutations) {
+            return refusal
         }
+        return try await answer { try await executor.execute(graphQLRequest, credentials: try await credentials(identity)) }
+    }
+
+    /// Our answer when the query breaks a limit, or is a mutation sent by GET; nil when it may go on.
+    private func refusal(for query: String, operationName: String?, allowMutations: Bool) -> Response? {
+        let analysis = analyses.analysis(of: query)
+        if let violation = analysis.violation {
+            return Self.refusal(.badRequest, violation, code: "QUERY_TOO_COMPLEX")
+        }
+        if !allowMutations, analysis.operationType(named: operationName) == .mutation {
+            var response = Self.refusal(.methodNotAllowed, "Mutations must be sent with POST", code: "METHOD_NOT_ALLOWED")
+            response.headers[.allow] = "POST"
+            return response
+        }
+        return nil
+    }
+
+    private func answer(_ execute: () async throws -> GraphQLReply) async throws -> Response {
         do {
-            let reply = try await executor.execute(graphQLRequest, credentials: try await credentials(identity))
+            let reply = try await execute()
             return Response.json(encoded: reply.body, status: reply.status)
         } catch let error as GraphQLUpstreamError {
             var response = Self.refusal(error.status, error.message, code: "UPSTREAM_\(error.status.code)")
             if error.status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
             return response
+        }
+    }
+
+    static let decoder = JSONDecoder()
+
+    /// The parts of a POST body Foyer looks at. `variables`, when given, must be an object (or null), as
+    /// GraphQL over HTTP asks; what is in it is the server's business.
+    struct Envelope: Decodable {
+        let query: String
+        let operationName: String?
+
+        private enum CodingKeys: String, CodingKey { case query, operationName, variables }
+        private struct AnyKey: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            query = try container.decode(String.self, forKey: .query)
+            operationName = try container.decodeIfPresent(String.self, forKey: .operationName)
+            if container.contains(.variables), try !container.decodeNil(forKey: .variables) {
+                _ = try container.nestedContainer(keyedBy: AnyKey.self, forKey: .variables)
+            }
         }
     }
 

@@ -7,9 +7,19 @@ import NIOCore
 /// upstream server. Replies are JSON bytes exactly as produced, so the proxy can pass errors through untouched.
 protocol GraphQLExecutor: Sendable {
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply
+    /// The same for a request as a client encoded it (a GraphQL-over-HTTP POST body, already checked to be one),
+    /// so the proxy can pass it on as it is.
+    func execute(encoded request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply
     /// Starts a subscription. The stream ends when the server completes it; ending the iteration stops it.
     /// It fails with GraphQLUpstreamError when the server cannot be reached or no longer accepts the credentials.
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error>
+}
+
+extension GraphQLExecutor {
+    /// Executors that run the request themselves read it first.
+    func execute(encoded request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        try await execute(JSONDecoder().decode(GraphQLRequest.self, from: request), credentials: credentials)
+    }
 }
 
 /// What a subscription delivers, as JSON bytes exactly as produced.

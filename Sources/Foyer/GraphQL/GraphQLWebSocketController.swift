@@ -46,7 +46,11 @@ struct GraphQLWebSocketController {
         } onUpgrade: { inbound, outbound, context in
             guard let dialect = GraphQLWebSocketDialect.chosen(from: context.request.headers[values: .secWebSocketProtocol]) else { return }
             let connection = GraphQLSocketConnection(dialect: dialect, upgradeRequest: context.request, controller: self)
-            await connection.run(inbound: inbound, outbound: outbound)
+            // Upstream subscriptions started on this socket carry its trace.
+            let trace = RequestTrace(continuing: context.request.headers, fallbackID: RequestTrace.newRequestID())
+            await RequestTrace.$current.withValue(trace) {
+                await connection.run(inbound: inbound, outbound: outbound)
+            }
         }
     }
 

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import GraphQL
 import HTTPTypes
@@ -7,7 +6,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
-/// Forwards to the configured GraphQL server with the caller's upstream credentials, over a pooled client.
+/// Forwards to the configured GraphQL server with the caller's upstream credentials, over kept-alive connections.
 struct RemoteGraphQLExecutor: GraphQLExecutor {
     static let timeout: TimeAmount = .seconds(30)
     static let maximumReplySize = 16 << 20
@@ -15,7 +14,7 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     let url: String
     /// Where subscriptions go; nil when the upstream has none.
     let webSocketURL: String?
-    let client: HTTPClient
+    let connections: UpstreamConnections
     let logger: Logger
     let health = UpstreamHealth()
 
@@ -40,29 +39,21 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         func recordSuccess() { failedAt.withLockedValue { $0 = nil } }
     }
 
-    /// Redirects are not followed: a 302 from the upstream means "log in again", not "look over there".
-    /// The default pool of 8 connections per host is too few for a busy BFF.
-    static func makeClient() -> HTTPClient {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        try await execute(encoded: ByteBuffer(bytes: try JSONEncoder().encode(request)), credentials: credentials)
     }
 
-    func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+    func execute(encoded request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         try health.failFast()
-        var outbound = HTTPClientRequest(url: url)
-        outbound.method = .POST
-        outbound.headers.add(name: "Content-Type", value: "application/json")
-        outbound.headers.add(name: "Accept", value: "application/json")
-        if let token = credentials.bearerToken {
-            outbound.headers.add(name: "Authorization", value: "Bearer \(token)")
-        }
-        outbound.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(request)))
-
-        let response: HTTPClientResponse
+        var headers = HTTPHeaders([("Content-Type", "application/json"), ("Accept", "application/json")])
+        if let token = credentials.bearerToken { headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let trace = RequestTrace.current { headers.add(contentsOf: trace.headerPairs) }
+        let answer: UpstreamConnections.Answer
         do {
-            response = try await client.execute(outbound, timeout: Self.timeout)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            answer = try await connections.post(headers: headers, body: request, timeout: Self.timeout, maximumAnswerSize: Self.maximumReplySize)
+        } catch UpstreamConnections.Failure.answerTooLarge {
+            throw GraphQLUpstreamError.invalidReply("the reply is larger than \(Self.maximumReplySize >> 20) MiB")
+        } catch UpstreamConnections.Failure.timedOut, ChannelError.connectTimeout {
             health.recordFailure()
             throw GraphQLUpstreamError.timedOut
         } catch {
@@ -70,19 +61,13 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
             throw GraphQLUpstreamError.unreachable(String(describing: error))
         }
         health.recordSuccess()
-        // A redirect is the upstream sending us to its login page: our credentials are no good there any more.
-        if (300..<400).contains(response.status.code) { throw GraphQLUpstreamError.sessionExpired }
-        if response.status == .forbidden || response.status == .unauthorized { throw GraphQLUpstreamError.sessionExpired }
-        let body: ByteBuffer
-        do {
-            body = try await response.body.collect(upTo: Self.maximumReplySize)
-        } catch {
-            throw GraphQLUpstreamError.invalidReply("the reply body could not be read (\(error))")
-        }
-        let contentType = response.headers.first(name: "Content-Type")?.lowercased() ?? ""
+        // Redirects are not followed: a 302 from the upstream means "log in again", not "look over there".
+        if (300..<400).contains(answer.head.status.code) { throw GraphQLUpstreamError.sessionExpired }
+        if answer.head.status == .forbidden || answer.head.status == .unauthorized { throw GraphQLUpstreamError.sessionExpired }
+        let contentType = answer.head.headers.first(name: "Content-Type")?.lowercased() ?? ""
         guard contentType.contains("json") else {
-            throw GraphQLUpstreamError.invalidReply("status \(response.status.code), content type \(contentType.isEmpty ? "none" : contentType)")
+            throw GraphQLUpstreamError.invalidReply("status \(answer.head.status.code), content type \(contentType.isEmpty ? "none" : contentType)")
         }
-        return GraphQLReply(status: HTTPResponse.Status(code: Int(response.status.code)), body: body)
+        return GraphQLReply(status: HTTPResponse.Status(code: Int(answer.head.status.code)), body: answer.body)
     }
 }

@@ -8,6 +8,7 @@ import NIOWebSocket
 /// A websocket to an upstream GraphQL server, opened as the server-to-server client Foyer is: no `Origin` header.
 /// (A browser sends `Origin` so the server can refuse other sites' pages; HummingbirdWSClient always sends one made
 /// from the URL without its port, which a server that checks it, as strawberry-graphql does by default, refuses.)
+/// The upgrade request carries the X-Request-Id and traceparent of the request it serves (RequestTrace).
 /// Text messages only, as graphql-ws speaks; pings are answered, fragmented messages joined, `maximumMessageSize`
 /// enforced.
 enum UpstreamWebSocket {
@@ -41,6 +42,7 @@ enum UpstreamWebSocket {
             + (components.percentEncodedQuery.map { "?\($0)" } ?? "")
         let hostHeader = components.port.map { "\(host):\($0)" } ?? host
         let tls = secure ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+        let trace = RequestTrace.current?.headerPairs ?? []
 
         let upgrade = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(connectTimeout)
@@ -58,6 +60,7 @@ enum UpstreamWebSocket {
                     headers.add(name: "Host", value: hostHeader)
                     headers.add(name: "Sec-WebSocket-Protocol", value: subprotocol)
                     headers.add(name: "Content-Length", value: "0")
+                    headers.add(contentsOf: trace)
                     let configuration = NIOTypedHTTPClientUpgradeConfiguration<Upgrade>(
                         upgradeRequestHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers),
                         upgraders: [upgrader],

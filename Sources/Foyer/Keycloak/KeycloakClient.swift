@@ -176,6 +176,7 @@ final class KeycloakClient: Sendable {
     private func send(_ request: HTTPClientRequest) async throws -> (status: Int, body: Data) {
         var request = request
         request.headers.add(name: "Accept", value: "application/json")
+        if let trace = RequestTrace.current { request.headers.add(contentsOf: trace.headerPairs) }
         do {
             let response = try await http.execute(request, timeout: Self.timeout)
             let body = try await response.body.collect(upTo: 1 << 20)

@@ -18,7 +18,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
         "transfer-encoding", "upgrade",
     ]
     /// Set by us from what we know, never passed on from the client.
-    static let replaced: Set<String> = ["host", "content-length", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-forwarded-for", "forwarded"]
+    static let replaced: Set<String> = ["host", "content-length", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-forwarded-for", "forwarded", "x-request-id", "traceparent", "tracestate"]
     static let maximumRequestBody = 1 << 20
     static let maximumResponseBody = 16 << 20
     static let timeout: TimeAmount = .seconds(30)
@@ -108,6 +108,8 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
         headers.add(name: "X-Forwarded-Port", value: String(origin?.port ?? (https ? 443 : 80)))
         let earlier = trustProxy ? request.headers[.xForwardedFor].map { $0 + ", " } ?? "" : ""
         if let client = context.remoteAddress?.ipAddress { headers.add(name: "X-Forwarded-For", value: earlier + client) }
+        // Ours, not the browser's: Keycloak's span is a child of this request's.
+        if let trace = RequestTrace.current { headers.add(contentsOf: trace.headerPairs) }
         return headers
     }
 

@@ -1,0 +1,48 @@
+import GraphQL
+import NIOConcurrencyHelpers
+
+/// What `/graphql` needs to know about a query before passing it on: the first limit it breaks, and the kind of
+/// each operation (GET may not run mutations). Nil `operations` means the text does not parse: the server that
+/// runs it says what is wrong, in its own words.
+struct QueryAnalysis: Sendable {
+    var violation: String?
+    var operations: [(name: String?, type: OperationType)]?
+
+    init(query: String) {
+        guard let document = try? parse(source: query, noLocation: true) else { return }
+        violation = QueryLimits.violation(in: document)
+        operations = document.definitions.compactMap { definition in
+            (definition as? OperationDefinition).map { ($0.name?.value, $0.operation) }
+        }
+    }
+
+    /// The operation a request runs: the one named, or the first.
+    func operationType(named name: String?) -> OperationType? {
+        guard let operations else { return nil }
+        if let name { return operations.first { $0.name == name }?.type }
+        return operations.first?.type
+    }
+}
+
+/// Analyses by query text. Apps send the same few documents over and over (as persisted queries do), and parsing
+/// one costs more than forwarding it, so each text is parsed once. Bounded by the characters held: when full, it
+/// starts over, which costs a parse per text and nothing else.
+final class QueryAnalysisCache: Sendable {
+    static let maximumCharacters = 4 << 20
+    /// Longer texts are analysed every time: they are rare, and would crowd out the common ones.
+    static let maximumQueryCharacters = 16 << 10
+
+    private let state = NIOLockedValueBox((entries: [String: QueryAnalysis](), characters: 0))
+
+    func analysis(of query: String) -> QueryAnalysis {
+        let length = query.utf8.count
+        guard length <= Self.maximumQueryCharacters else { return QueryAnalysis(query: query) }
+        if let known = state.withLockedValue({ $0.entries[query] }) { return known }
+        let analysis = QueryAnalysis(query: query)
+        state.withLockedValue { state in
+            if state.characters + length > Self.maximumCharacters { state = ([:], 0) }
+            if state.entries.updateValue(analysis, forKey: query) == nil { state.characters += length }
+        }
+        return analysis
+    }
+}

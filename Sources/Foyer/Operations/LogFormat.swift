@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+
+/// How log lines are written to standard error: swift-log's plain text for people, or one JSON object per line
+/// for log shippers (`--log-format json`). Either way, lines written while serving a request name its
+/// `request_id`, `trace_id` and `span_id`.
+public enum LogFormat: String, Sendable, CaseIterable {
+    case text, json
+
+    /// Installs the format for every logger of the process; call once, before anything logs.
+    public func bootstrap() {
+        switch self {
+        case .text:
+            LoggingSystem.bootstrap({ label, provider in StreamLogHandler.standardError(label: label, metadataProvider: provider) },
+                                    metadataProvider: RequestTrace.metadataProvider)
+        case .json:
+            LoggingSystem.bootstrap({ label, provider in JSONLogHandler(label: label, metadataProvider: provider) },
+                                    metadataProvider: RequestTrace.metadataProvider)
+        }
+    }
+}
+
+/// `{"time":"2026-11-22T10:00:00.123Z","level":"info","label":"foyer","message":"…","request_id":"…",…}`:
+/// metadata at the top level, as Loki, Elasticsearch and CloudWatch expect; nested values as their text.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    private static let output = StandardErrorLines()
+
+    init(label: String, metadataProvider: Logger.MetadataProvider?) {
+        self.label = label
+        self.metadataProvider = metadataProvider
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var fields = metadata
+        if let provided = metadataProvider?.get() { fields.merge(provided) { explicit, _ in explicit } }
+        if let given = event.metadata { fields.merge(given) { _, given in given } }
+        var line = "{\"time\":\"\(Self.timestamp())\",\"level\":\"\(event.level.rawValue)\",\"label\":"
+        Self.appendQuoted(label, to: &line)
+        line += ",\"message\":"
+        Self.appendQuoted(event.message.description, to: &line)
+        for (key, value) in fields.sorted(by: { $0.key < $1.key }) where !["time", "level", "label", "message"].contains(key) {
+            line += ","
+            Self.appendQuoted(key, to: &line)
+            line += ":"
+            Self.appendQuoted(value.description, to: &line)
+        }
+        line += "}\n"
+        Self.output.emit(line)
+    }
+
+    static func appendQuoted(_ text: String, to line: inout String) {
+        line += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": line += "\\\""
+            case "\\": line += "\\\\"
+            case "\n": line += "\\n"
+            case "\r": line += "\\r"
+            case "\t": line += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                line += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: line.unicodeScalars.append(scalar)
+            }
+        }
+        line += "\""
+    }
+
+    /// UTC with milliseconds, without a formatter on every line.
+    static func timestamp(_ date: Date = Date()) -> String {
+        let seconds = date.timeIntervalSince1970
+        var whole = time_t(seconds.rounded(.down))
+        var parts = tm()
+        gmtime_r(&whole, &parts)
+        let milliseconds = Int((seconds - seconds.rounded(.down)) * 1000)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+    }
+}
+
+/// Whole lines to standard error, one writer at a time, so lines from two threads never interleave.
+private final class StandardErrorLines: @unchecked Sendable {
+    private let lock = NSLock()
+
+    func emit(_ line: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        var line = line
+        line.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import HTTPTypes
+import Logging
+
+/// How a request is followed into the upstreams: its `X-Request-Id` and its W3C trace context (the caller's
+/// `traceparent` continued, or a new trace). Task-local, so every upstream call made while serving the request
+/// (GraphQL over HTTP and websocket, Keycloak) and every log line written meanwhile can name it without each
+/// layer passing it on.
+struct RequestTrace: Sendable {
+    @TaskLocal static var current: RequestTrace?
+
+    let requestID: String
+    /// 32 lowercase hex digits, shared by every span of the trace.
+    let traceID: String
+    /// 16 hex digits naming this server's span: the parent of each upstream call.
+    let spanID: String
+    /// The caller's trace flags (sampled or not); ours say sampled, since every request is logged.
+    let flags: String
+    /// The caller's vendor entries, passed on unchanged as the specification asks of a participant.
+    let traceState: String?
+
+    var traceparent: String { "00-\(traceID)-\(spanID)-\(flags)" }
+
+    init(requestID: String, traceparent: String?, traceState: String?) {
+        self.requestID = requestID
+        spanID = Self.randomHex(UInt64.random(in: 1...UInt64.max))
+        if let caller = traceparent.flatMap(Self.parse) {
+            (traceID, flags) = caller
+            self.traceState = traceState
+        } else {
+            traceID = Self.randomHex(UInt64.random(in: 1...UInt64.max)) + Self.randomHex(UInt64.random(in: 0...UInt64.max))
+            flags = "01"
+            self.traceState = nil
+        }
+    }
+
+    /// The trace a request asks for: its own sane `X-Request-Id` (else `fallbackID`) and its `traceparent`, if valid.
+    init(continuing headers: HTTPFields, fallbackID: @autoclosure () -> String) {
+        self.init(
+            requestID: Self.acceptableID(headers[.xRequestID]) ?? fallbackID(),
+            traceparent: headers[.traceparent], traceState: headers[.tracestate]
+        )
+    }
+
+    /// A client's request id is used when it is short and plain enough to put in a log line and a header.
+    static func acceptableID(_ value: String?) -> String? {
+        guard let value, !value.isEmpty, value.count <= 128,
+            value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) })
+        else { return nil }
+        return value
+    }
+
+    static func newRequestID() -> String { randomHex(UInt64.random(in: 0...UInt64.max)) }
+
+    /// The headers an upstream call carries.
+    func add(to fields: inout HTTPFields) {
+        fields[.xRequestID] = requestID
+        fields[.traceparent] = traceparent
+        if let traceState { fields[.tracestate] = traceState }
+    }
+
+    /// The same, for clients that take (name, value) pairs.
+    var headerPairs: [(String, String)] {
+        [("X-Request-Id", requestID), ("traceparent", traceparent)] + (traceState.map { [("tracestate", $0)] } ?? [])
+    }
+
+    var logMetadata: Logger.Metadata {
+        ["request_id": .string(requestID), "trace_id": .string(traceID), "span_id": .string(spanID)]
+    }
+
+    /// Log lines written while serving a request name it, whichever logger writes them.
+    static let metadataProvider = Logger.MetadataProvider { current?.logMetadata ?? [:] }
+
+    /// Trace id and flags of a valid `traceparent` (W3C Trace Context, level 1); nil for anything else, which
+    /// starts a new trace instead. Versions above 00 are read as 00, with anything after the flags ignored.
+    static func parse(_ value: String) -> (traceID: String, flags: String)? {
+        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[0].count == 2, isHex(parts[0]), parts[0] != "ff",
+            parts[0] != "00" || parts.count == 4,
+            parts[1].count == 32, isHex(parts[1]), parts[1].contains(where: { $0 != "0" }),
+            parts[2].count == 16, isHex(parts[2]), parts[2].contains(where: { $0 != "0" }),
+            parts[3].count == 2, isHex(parts[3])
+        else { return nil }
+        return (String(parts[1]), String(parts[3]))
+    }
+
+    private static func isHex(_ text: Substring) -> Bool {
+        text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    private static func randomHex(_ value: UInt64) -> String {
+        withUnsafeBytes(of: value.bigEndian) { $0.hexString }
+    }
+}
+
+extension HTTPField.Name {
+    static let traceparent = HTTPField.Name("traceparent")!
+    static let tracestate = HTTPField.Name("tracestate")!
+}
