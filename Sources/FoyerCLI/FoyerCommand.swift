@@ -3,8 +3,10 @@ import Foundation
 import Foyer
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
+import Prometheus
 
 @main
 enum Main {
@@ -67,6 +69,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Log lines as text or json, one JSON object per line for log shippers (env FOYER_LOG_FORMAT; default text)")
     var logFormat: String?
+
+    @Option(help: "GET /metrics asks for this Bearer token (env FOYER_METRICS_TOKEN; default: /metrics is open)")
+    var metricsToken: String?
 
     @Option(help: "Upstream GraphQL task server (env FOYER_GRAPHQL_URL; default: the sync-app of --mobile-services, else the embedded task service)")
     var graphqlURL: String?
@@ -142,6 +147,11 @@ struct Serve: AsyncParsableCommand {
         }
         config.keycloakPostLogoutRedirectURI = keycloakPostLogoutRedirectURI ?? environment["FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI"]
         config.streamSecret = environment["FOYER_STREAM_SECRET"]
+        config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
+        // Libraries that report through swift-metrics land in the same scrape as Foyer's own metrics.
+        let metrics = FoyerMetrics()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
+        config.metrics = metrics
         config.demoAccount = FoyerConfig.DemoAccount(
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]

@@ -34,7 +34,7 @@ final class SwitchableExecutor: GraphQLExecutor {
         let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
         let (session, token) = try await SessionStore(database: database).create(for: user, userAgent: nil, ipAddress: nil)
         let executor = try SwitchableExecutor(database: database)
-        let repository = TaskRepository(client: TaskClient(executor: executor), database: database)
+        let repository = TaskRepository(client: TaskClient(executor: executor), database: database, metrics: FoyerMetrics())
         return (repository, executor, Identity(user: user, session: session, credential: .bearer, token: token), database)
     }
 

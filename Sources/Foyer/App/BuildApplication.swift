@@ -11,8 +11,9 @@ import ServiceLifecycle
 public func buildApplication(
     _ config: FoyerConfig, database: (any DatabaseWriter)? = nil
 ) async throws -> some ApplicationProtocol {
-    var logger = Logger(label: "foyer")
+    var logger = Logger(label: "foyer", metadataProvider: RequestTrace.metadataProvider)
     logger.logLevel = config.logLevel
+    let metrics = config.metrics ?? FoyerMetrics()
 
     let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
@@ -34,7 +35,7 @@ public func buildApplication(
         services.append(ClosingService { try await http.shutdown() })
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
         return KeycloakSessions(
-            client: KeycloakClient(settings: settings, http: http), database: database, sessions: sessions,
+            client: KeycloakClient(settings: settings, http: http, metrics: metrics), database: database, sessions: sessions,
             trustProxy: config.trustProxy, logger: logger
         )
     }
@@ -44,13 +45,13 @@ public func buildApplication(
     }
     let signIn = SignIn(
         users: users, sessions: sessions, keycloak: keycloak, throttle: throttle, secureCookies: config.secureCookies,
-        trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime
+        trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime, metrics: metrics
     )
     let graphQL: any GraphQLExecutor
     if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
         let connections = try UpstreamConnections(url: upstream.url)
         services.append(ClosingService { connections.close() })
-        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, connections: connections, logger: logger)
+        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, connections: connections, logger: logger, metrics: metrics)
         let (upstreamToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak?.client)
         services.append(UpstreamTaskFeed(
             webSocketURL: upstream.webSocketURL,
@@ -68,7 +69,8 @@ public func buildApplication(
     let upstreamToken = config.graphQLUpstreamToken
 
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
-    router.add(middleware: RequestLogMiddleware())
+    router.add(middleware: RequestLogMiddleware(metrics: metrics))
+    router.add(middleware: CompressionMiddleware())
     let errors = ErrorMiddleware(views: views, signInForm: SignInForm(views: views, signIn: signIn))
     router.add(middleware: errors)
     router.add(middleware: MethodNotAllowedMiddleware(methods: router.methods, errors: errors))
@@ -81,6 +83,7 @@ public func buildApplication(
     router.add(middleware: CSRFMiddleware())
 
     HealthController(database: database).addRoutes(to: router)
+    MetricsController(metrics: metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
     MobileServicesController(services: mobileServices ?? .embedded, keycloak: keycloakSettings).addRoutes(to: router)
@@ -94,7 +97,7 @@ public func buildApplication(
     }
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views, streams: streams, fragments: postStreams).addRoutes(to: router)
-    LiveStreamController(streams: streams).addRoutes(to: router)
+    LiveStreamController(streams: streams, metrics: metrics).addRoutes(to: router)
     let upstreamCredentials: UpstreamCredentialSource = { identity in
         // A Keycloak session relays its own access token; other sessions the configured one, if any.
         UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken)
@@ -102,14 +105,14 @@ public func buildApplication(
     // Only Keycloak users have realm roles; local accounts are not restricted by role.
     let realmRoles: RealmRoleSource = { identity in try await keycloak?.realmRoles(of: identity) }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
-    let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database)
+    let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database, metrics: metrics)
     TasksController(
         tasks: taskRepository, views: views, credentials: upstreamCredentials, roles: realmRoles, streams: streams,
         fragments: taskBroadcasts.fragments
     ).addRoutes(to: router)
 
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
-    GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials).addRoutes(to: webSocketRouter)
+    GraphQLWebSocketController(executor: graphQL, authenticator: authenticator, credentials: upstreamCredentials, metrics: metrics).addRoutes(to: webSocketRouter)
 
     return Application(
         responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(

@@ -5,9 +5,11 @@ import Logging
 
 /// Names each request (the client's `X-Request-Id` when it sends a sane one) and traces it (the caller's
 /// `traceparent` continued, or a new trace), logs it with its status and time, and echoes the id so a client's
-/// report can be matched to our log. Upstream calls made meanwhile carry both (RequestTrace).
+/// report can be matched to our log. Upstream calls made meanwhile carry both (RequestTrace). Counts and times it
+/// for `/metrics` by route pattern.
 struct RequestLogMiddleware: RouterMiddleware {
     typealias Context = FoyerRequestContext
+    let metrics: FoyerMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
@@ -23,14 +25,32 @@ struct RequestLogMiddleware: RouterMiddleware {
         } catch {
             // ErrorMiddleware sits inside this one, so only a failure of its own can land here.
             context.logger.error("\(request.method) \(request.uri.path) failed: \(error)", metadata: trace.logMetadata)
+            metrics.recordRequest(
+                route: Self.route(of: request, context), method: request.method, status: .internalServerError,
+                duration: .now - start
+            )
             throw error
         }
         response.headers[.xRequestID] = requestID
+        let duration = ContinuousClock.now - start
+        metrics.recordRequest(
+            route: Self.route(of: request, context), method: request.method, status: response.status, duration: duration
+        )
         // Tenths of a millisecond, without Foundation's slow String(format:) on every request.
-        let tenths = Int(((ContinuousClock.now - start) / .milliseconds(1) * 10).rounded())
+        let tenths = Int((duration / .milliseconds(1) * 10).rounded())
         context.logger.info(
             "\(request.method) \(request.uri.path) \(response.status.code) \(tenths / 10).\(tenths % 10)ms", metadata: trace.logMetadata
         )
         return response
+    }
+
+    /// The pattern of the route that answered, e.g. `/posts/{id}`. Requests no route took are files from
+    /// Public/, pages of the Keycloak proxy, or not found: a bounded set of labels whatever the paths asked.
+    static func route(of request: Request, _ context: Context) -> String {
+        // Hummingbird names its own file middleware so.
+        if let pattern = context.endpointPath { return pattern == "FileMiddleware" ? "(public file)" : pattern }
+        let path = request.uri.path
+        if path.hasPrefix("/realms/") || path.hasPrefix("/auth/realms/") { return "(keycloak proxy)" }
+        return "(no route)"
     }
 }

@@ -14,6 +14,7 @@ struct SignIn: Sendable {
     let secureCookies: Bool
     let trustProxy: Bool
     let sessionLifetime: SessionLifetime
+    let metrics: FoyerMetrics
 
     /// Someone whose password checked out, with the Keycloak tokens that came with it (if Keycloak checked it).
     struct Verified {
@@ -25,16 +26,23 @@ struct SignIn: Sendable {
     /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password. Throws
     /// `SignInThrottle.Throttled` without checking anything when the login or the client failed too often.
     func verify(login: String, password: String, request: Request, context: FoyerRequestContext) async throws -> Verified? {
-        let attempt = try await throttle.begin(login: login, clientIP: request.clientIP(context: context, trustProxy: trustProxy))
+        let attempt: SignInThrottle.Attempt
+        do {
+            attempt = try await throttle.begin(login: login, clientIP: request.clientIP(context: context, trustProxy: trustProxy))
+        } catch let throttled as SignInThrottle.Throttled {
+            metrics.signIn(.throttled)
+            throw throttled
+        }
         let verified: Verified?
         do {
             verified = try await check(login: login, password: password)
         } catch {
+            metrics.signIn(.refused)
             try? await throttle.abandon(attempt)
             throw error
         }
         // A wrong password stays counted; a right one takes its count back.
-        if verified != nil { try await throttle.succeeded(attempt, login: login) }
+        if verified != nil { try await throttle.succeeded(attempt, login: login) } else { metrics.signIn(.wrongPassword) }
         return verified
     }
 
@@ -54,6 +62,7 @@ struct SignIn: Sendable {
         if let tokens = verified.keycloakTokens {
             try await keycloak?.keep(tokens, forSession: session.id)
         }
+        metrics.signIn(.success)
         return (session, token)
     }
 

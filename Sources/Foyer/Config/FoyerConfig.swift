@@ -57,6 +57,10 @@ public struct FoyerConfig: Sendable {
     public var streamSecret: String?
     /// Sessions end after this long unused, or this long after sign-in (`--session-idle-timeout`, `--session-lifetime`).
     public var sessionLifetime = SessionLifetime()
+    /// When set, `GET /metrics` asks for this Bearer token.
+    public var metricsToken: String?
+    /// Where the metrics are kept; nil: a registry of this application's own (tests build many in one process).
+    public var metrics: FoyerMetrics?
 
     public init() {}
 

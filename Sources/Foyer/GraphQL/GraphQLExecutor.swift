@@ -60,6 +60,15 @@ enum GraphQLUpstreamError: Error {
         }
     }
 
+    var metricsKind: FoyerMetrics.UpstreamFailure {
+        switch self {
+        case .unreachable: .unreachable
+        case .timedOut: .timeout
+        case .sessionExpired: .sessionExpired
+        case .invalidReply: .invalidReply
+        }
+    }
+
     var message: String {
         switch self {
         case .unreachable(let reason): "The GraphQL server cannot be reached: \(reason)"

@@ -35,6 +35,7 @@ struct GraphQLWebSocketController {
     let executor: any GraphQLExecutor
     let authenticator: Authenticator
     let credentials: UpstreamCredentialSource
+    let metrics: FoyerMetrics
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
         router.ws("/graphql") { request, _ in
@@ -48,6 +49,8 @@ struct GraphQLWebSocketController {
             let connection = GraphQLSocketConnection(dialect: dialect, upgradeRequest: context.request, controller: self)
             // Upstream subscriptions started on this socket carry its trace.
             let trace = RequestTrace(continuing: context.request.headers, fallbackID: RequestTrace.newRequestID())
+            metrics.openWebSockets.increment()
+            defer { metrics.openWebSockets.decrement() }
             await RequestTrace.$current.withValue(trace) {
                 await connection.run(inbound: inbound, outbound: outbound)
             }
@@ -264,6 +267,7 @@ private struct GraphQLSocketConnection: Sendable {
         }
         let isSubscription = document.flatMap { GraphQLController.operation(in: $0, named: request.operationName) } == .subscription
         let (executor, credentialSource, dialect, shared) = (controller.executor, controller.credentials, dialect, shared)
+        let active = controller.metrics.activeSubscriptions
         let run = UUID()
         shared.operations.withLockedValue { operations in
             let task = Task {
@@ -271,6 +275,8 @@ private struct GraphQLSocketConnection: Sendable {
                 do {
                     let credentials = try await credentialSource(identity)
                     if isSubscription {
+                        active.increment()
+                        defer { active.decrement() }
                         for try await event in try await executor.subscribe(request, credentials: credentials) {
                             guard !Task.isCancelled else { return }
                             switch event {

@@ -16,6 +16,7 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     let webSocketURL: String?
     let connections: UpstreamConnections
     let logger: Logger
+    let metrics: FoyerMetrics
     let health = UpstreamHealth()
 
     /// After the upstream fails to answer, calls fail at once for `cooldown` instead of each waiting out the
@@ -44,6 +45,19 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     }
 
     func execute(encoded request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        let start = ContinuousClock.now
+        do {
+            let reply = try await forward(request, credentials: credentials)
+            metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)
+            return reply
+        } catch let error as GraphQLUpstreamError {
+            metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)
+            metrics.upstreamFailure(error.metricsKind)
+            throw error
+        }
+    }
+
+    private func forward(_ request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         try health.failFast()
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Accept", "application/json")])
         if let token = credentials.bearerToken { headers.add(name: "Authorization", value: "Bearer \(token)") }

@@ -74,6 +74,7 @@ final class KeycloakClient: Sendable {
 
     let settings: KeycloakSettings
     let http: HTTPClient
+    let metrics: FoyerMetrics
     private let discovered = NIOLockedValueBox<Endpoints?>(nil)
 
     /// Redirects are not followed: a token endpoint that redirects is misconfigured, and we should say so.
@@ -84,15 +85,16 @@ final class KeycloakClient: Sendable {
         )
     }
 
-    init(settings: KeycloakSettings, http: HTTPClient) {
+    init(settings: KeycloakSettings, http: HTTPClient, metrics: FoyerMetrics) {
         self.settings = settings
         self.http = http
+        self.metrics = metrics
     }
 
     /// The realm's endpoints; fetched on first use and kept. While Keycloak is unreachable every caller hears so.
     func endpoints() async throws -> Endpoints {
         if let endpoints = discovered.withLockedValue({ $0 }) { return endpoints }
-        let (status, body) = try await send(HTTPClientRequest(url: settings.discoveryURL))
+        let (status, body) = try await send(HTTPClientRequest(url: settings.discoveryURL), call: .discovery)
         guard status == 200, let endpoints = try? JSONDecoder().decode(Endpoints.self, from: body) else {
             throw KeycloakError.unavailable("discovery at \(settings.discoveryURL) answered \(status), not an OpenID configuration")
         }
@@ -101,21 +103,23 @@ final class KeycloakClient: Sendable {
     }
 
     func passwordGrant(username: String, password: String) async throws -> KeycloakTokenSet {
-        try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid email profile"])
+        try await tokenRequest(["grant_type": "password", "username": username, "password": password, "scope": "openid email profile"], call: .token)
     }
 
     /// The browser flow's second half: the code Keycloak sent to our callback, and the PKCE verifier behind it.
     func authorizationCodeGrant(code: String, codeVerifier: String, redirectURI: String) async throws -> KeycloakTokenSet {
-        try await tokenRequest(["grant_type": "authorization_code", "code": code, "code_verifier": codeVerifier, "redirect_uri": redirectURI])
+        try await tokenRequest(
+            ["grant_type": "authorization_code", "code": code, "code_verifier": codeVerifier, "redirect_uri": redirectURI], call: .token
+        )
     }
 
     /// A token for Foyer itself (the upstream task feed), not for any user: the client must be confidential.
     func clientCredentialsGrant() async throws -> KeycloakTokenSet {
-        try await tokenRequest(["grant_type": "client_credentials"])
+        try await tokenRequest(["grant_type": "client_credentials"], call: .clientCredentials)
     }
 
     func refresh(_ refreshToken: String) async throws -> KeycloakTokenSet {
-        try await tokenRequest(["grant_type": "refresh_token", "refresh_token": refreshToken])
+        try await tokenRequest(["grant_type": "refresh_token", "refresh_token": refreshToken], call: .refresh)
     }
 
     /// The userinfo claims for an access token (Keycloak's tokens may leave the email out; userinfo has it).
@@ -124,7 +128,7 @@ final class KeycloakClient: Sendable {
         guard let url = endpoints.userinfoEndpoint else { return [:] }
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
-        let (status, body) = try await send(request)
+        let (status, body) = try await send(request, call: .userinfo)
         guard status == 200, let claims = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
             throw KeycloakError.unavailable("userinfo answered \(status)")
         }
@@ -134,7 +138,7 @@ final class KeycloakClient: Sendable {
     /// The realm's signing keys, as published at `jwks_uri`.
     func jwks() async throws -> Data {
         let endpoints = try await endpoints()
-        let (status, body) = try await send(HTTPClientRequest(url: endpoints.jwksURI))
+        let (status, body) = try await send(HTTPClientRequest(url: endpoints.jwksURI), call: .jwks)
         guard status == 200 else { throw KeycloakError.unavailable("its JWKS answered \(status)") }
         return body
     }
@@ -143,13 +147,13 @@ final class KeycloakClient: Sendable {
     func logout(refreshToken: String) async throws {
         let endpoints = try await endpoints()
         let logoutURL = endpoints.endSessionEndpoint ?? settings.realmURL + "/protocol/openid-connect/logout"
-        let (status, body) = try await send(formRequest(logoutURL, ["refresh_token": refreshToken]))
+        let (status, body) = try await send(formRequest(logoutURL, ["refresh_token": refreshToken]), call: .logout)
         guard (200..<300).contains(status) else { throw Self.oauthError(status: status, body: body) }
     }
 
-    private func tokenRequest(_ fields: [String: String]) async throws -> KeycloakTokenSet {
+    private func tokenRequest(_ fields: [String: String], call: FoyerMetrics.KeycloakCall) async throws -> KeycloakTokenSet {
         let endpoints = try await endpoints()
-        let (status, body) = try await send(formRequest(endpoints.tokenEndpoint, fields))
+        let (status, body) = try await send(formRequest(endpoints.tokenEndpoint, fields), call: call)
         guard status == 200 else { throw Self.oauthError(status: status, body: body) }
         do {
             return try JSONDecoder().decode(KeycloakTokenSet.self, from: body)
@@ -173,15 +177,18 @@ final class KeycloakClient: Sendable {
         return request
     }
 
-    private func send(_ request: HTTPClientRequest) async throws -> (status: Int, body: Data) {
+    private func send(_ request: HTTPClientRequest, call: FoyerMetrics.KeycloakCall) async throws -> (status: Int, body: Data) {
         var request = request
         request.headers.add(name: "Accept", value: "application/json")
         if let trace = RequestTrace.current { request.headers.add(contentsOf: trace.headerPairs) }
+        let start = ContinuousClock.now
         do {
             let response = try await http.execute(request, timeout: Self.timeout)
             let body = try await response.body.collect(upTo: 1 << 20)
+            metrics.keycloakCall(call, duration: ContinuousClock.now - start, failed: response.status.code >= 500)
             return (Int(response.status.code), Data(buffer: body))
         } catch {
+            metrics.keycloakCall(call, duration: ContinuousClock.now - start, failed: true)
             throw KeycloakError.unavailable(String(describing: error))
         }
     }

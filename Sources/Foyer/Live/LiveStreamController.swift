@@ -5,6 +5,7 @@ import Hummingbird
 /// `Turbo.connectStreamSource(new EventSource(url))` (Public/live.js does that for `<turbo-stream-source>`).
 struct LiveStreamController {
     let streams: LiveStreams
+    let metrics: FoyerMetrics
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/streams/{name}", use: subscribe)
@@ -19,7 +20,7 @@ struct LiveStreamController {
         // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
         // last event it applied in the query.
         let lastEventID = request.headers[.lastEventID] ?? request.uri.queryParameters["last_event_id"].map(String.init)
-        let streams = streams
+        let (streams, open) = (streams, metrics.openEventStreams)
         return Response(
             status: .ok,
             headers: [
@@ -27,7 +28,11 @@ struct LiveStreamController {
                 // nginx would otherwise hold events back to fill its buffer.
                 .xAccelBuffering: "no",
             ],
-            body: ResponseBody { writer in try await streams.serve(stream, lastEventID: lastEventID, to: &writer) }
+            body: ResponseBody { writer in
+                open.increment()
+                defer { open.decrement() }
+                try await streams.serve(stream, lastEventID: lastEventID, to: &writer)
+            }
         )
     }
 }

@@ -7,6 +7,7 @@ import GRDB
 struct TaskRepository: Sendable {
     let client: TaskClient
     let database: any DatabaseWriter
+    let metrics: FoyerMetrics
 
     /// A value and, when it came from the offline copy, when that copy was made.
     struct Read<Value: Sendable>: Sendable {
@@ -65,6 +66,7 @@ struct TaskRepository: Sendable {
                     .map { ($0["body"], $0["cached_at"]) }
             }
             guard let copy, let value = try? JSONDecoder().decode(Value.self, from: copy.body) else { throw error }
+            metrics.offlineAnswers.increment()
             return Read(value: value, offlineCopyFrom: copy.cachedAt)
         }
     }

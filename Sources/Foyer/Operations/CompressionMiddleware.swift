@@ -1,0 +1,118 @@
+import CompressNIO
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+
+/// gzip for HTML, JSON, CSS, JavaScript and plain text answers of 1 KB or more, when the request's
+/// `Accept-Encoding` allows it. Those types always carry `Vary: Accept-Encoding`, so a cache in between keeps the
+/// two forms apart. Never for event streams (no known length), `304`s, ranges, or `HEAD`.
+///
+/// The body is compressed whole and sent with its `Content-Length`, as native clients prefer. An answer with an
+/// `ETag` (Public/ files such as Turbo's 70 KB script, the path configuration: each ETag names one version of the
+/// bytes) is compressed once, harder, and kept by path and ETag. A strong ETag turns weak, as nginx does, since the
+/// bytes sent differ; the routes that set ETags compare `If-None-Match` weakly, so revalidation still ends in `304`.
+struct CompressionMiddleware: RouterMiddleware {
+    typealias Context = FoyerRequestContext
+
+    static let minimumSize = 1024
+    /// Larger bodies go as they are rather than be held in memory whole.
+    static let maximumSize = 8 << 20
+    /// Per-request answers: fast (nginx's default gzip level is 1). Kept copies: as small as zlib makes them.
+    static let dynamicLevel: Int32 = 4
+    static let keptLevel: Int32 = 9
+
+    let kept = CompressedCopies()
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let gzip = request.method != .head && Self.acceptsGzip(request.headers[values: .acceptEncoding])
+        var response = try await next(request, context)
+        guard Self.isCompressible(response.headers[.contentType]) else { return response }
+        if !response.headers[values: .vary].contains(where: { $0.lowercased().contains("accept-encoding") }) {
+            response.headers.append(HTTPField(name: .vary, value: "Accept-Encoding"))
+        }
+        guard gzip else { return response }
+        guard response.status != .notModified, response.status != .partialContent, response.headers[.contentEncoding] == nil, response.headers[.contentRange] == nil,
+            let length = response.body.contentLength, (Self.minimumSize...Self.maximumSize).contains(length)
+        else { return response }
+
+        let eTag = response.headers[.eTag]
+        let key = eTag.map { request.uri.path + " " + $0 }
+        let compressed: ByteBuffer
+        if let key, let copy = kept.copy(for: key) {
+            compressed = copy
+        } else {
+            var body = try await Self.collect(response.body, expecting: length)
+            compressed = try body.compress(with: .gzip(configuration: .init(compressionLevel: key == nil ? Self.dynamicLevel : Self.keptLevel)))
+            if let key { kept.keep(compressed, for: key) }
+        }
+        response.body = ResponseBody(byteBuffer: compressed)
+        response.headers[.contentEncoding] = "gzip"
+        // Response's initializer set the length from the body it was made with.
+        response.headers[.contentLength] = String(compressed.readableBytes)
+        if let eTag, !eTag.hasPrefix("W/") { response.headers[.eTag] = "W/" + eTag }
+        return response
+    }
+
+    static func isCompressible(_ contentType: String?) -> Bool {
+        guard let type = contentType?.split(separator: ";").first?.trimmingEnds(where: { $0 == " " }).lowercased() else {
+            return false
+        }
+        return type == "text/html" || type == "text/css" || type == "text/plain" || type == "text/javascript"
+            || type == "application/javascript" || type == "application/json" || type.hasSuffix("+json")
+            || type == "image/svg+xml"
+    }
+
+    /// `gzip` (or `*`) listed without `q=0`.
+    static func acceptsGzip(_ values: [String]) -> Bool {
+        var gzip: Bool?
+        var any: Bool?
+        for value in values {
+            for item in value.split(separator: ",") {
+                let parts = item.split(separator: ";").map { $0.trimmingEnds(where: { $0 == " " || $0 == "\t" }).lowercased() }
+                guard let coding = parts.first else { continue }
+                let refused = parts.dropFirst().contains { $0.hasPrefix("q=") && Double($0.dropFirst(2)) == 0 }
+                if coding == "gzip" || coding == "x-gzip" { gzip = !refused } else if coding == "*" { any = !refused }
+            }
+        }
+        return gzip ?? any ?? false
+    }
+
+    private static func collect(_ body: ResponseBody, expecting length: Int) async throws -> ByteBuffer {
+        let collector = Collector(capacity: length)
+        try await body.write(collector)
+        return collector.buffer.withLockedValue { $0 }
+    }
+
+    /// Writes go into one buffer instead of the connection.
+    private struct Collector: ResponseBodyWriter {
+        let buffer: NIOLockedValueBox<ByteBuffer>
+
+        init(capacity: Int) {
+            buffer = NIOLockedValueBox(ByteBufferAllocator().buffer(capacity: capacity))
+        }
+
+        mutating func write(_ part: ByteBuffer) async throws {
+            buffer.withLockedValue { $0.writeImmutableBuffer(part) }
+        }
+
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+}
+
+/// Compressed copies of answers with an ETag, by path and ETag. Bounded by bytes held: when full it starts
+/// over, which costs one compression per file and nothing else.
+final class CompressedCopies: Sendable {
+    static let maximumBytes = 16 << 20
+    private let state = NIOLockedValueBox((copies: [String: ByteBuffer](), bytes: 0))
+
+    func copy(for key: String) -> ByteBuffer? {
+        state.withLockedValue { $0.copies[key] }
+    }
+
+    func keep(_ copy: ByteBuffer, for key: String) {
+        state.withLockedValue { state in
+            if state.bytes + copy.readableBytes > Self.maximumBytes { state = ([:], 0) }
+            if state.copies.updateValue(copy, forKey: key) == nil { state.bytes += copy.readableBytes }
+        }
+    }
+}

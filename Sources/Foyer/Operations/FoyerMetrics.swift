@@ -1,0 +1,119 @@
+import Hummingbird
+import NIOConcurrencyHelpers
+import Prometheus
+
+/// Foyer's metrics, in one Prometheus registry that `GET /metrics` writes out. Every series with a fixed set of
+/// labels exists from the start at zero, so a dashboard's `rate()` sees the first failure too.
+/// (The command line also points swift-metrics at this registry, so any library that reports through
+/// swift-metrics lands in the same scrape.)
+public final class FoyerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+
+    enum SignInOutcome: String, CaseIterable {
+        case success, wrongPassword = "wrong_password", throttled, refused
+    }
+
+    enum KeycloakCall: String, CaseIterable {
+        case discovery, token, refresh, clientCredentials = "client_credentials", jwks, userinfo, logout
+    }
+
+    enum UpstreamFailure: String, CaseIterable {
+        case unreachable, timeout, sessionExpired = "session_expired", invalidReply = "invalid_reply"
+    }
+
+    private struct RouteKey: Hashable {
+        let route: String
+        let method: String
+        let statusClass: String
+    }
+
+    private static let requestBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
+    ]
+
+    private let requests = NIOLockedValueBox<[RouteKey: (count: Counter, duration: DurationHistogram)]>([:])
+    private let signIns: [SignInOutcome: Counter]
+    private let keycloakCalls: [KeycloakCall: (duration: DurationHistogram, failures: Counter)]
+    private let upstreamFailures: [UpstreamFailure: Counter]
+    let graphQLUpstreamDuration: DurationHistogram
+    let offlineAnswers: Counter
+    let openWebSockets: Gauge
+    let activeSubscriptions: Gauge
+    let openEventStreams: Gauge
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "foyer", metricName: metric, unitName: unit, helpText: help)
+        }
+        let signIn = name("sign_ins", "total", "Sign-in attempts by outcome (refused: the realm did not answer, or the form was not ours)")
+        signIns = Dictionary(uniqueKeysWithValues: SignInOutcome.allCases.map {
+            ($0, registry.makeCounter(descriptor: signIn, labels: [("outcome", $0.rawValue)]))
+        })
+        let keycloakDuration = name("keycloak_request_duration", "seconds", "Calls Foyer makes to Keycloak, by call")
+        let keycloakFailure = name("keycloak_failures", "total", "Keycloak calls that got no usable answer, by call")
+        keycloakCalls = Dictionary(uniqueKeysWithValues: KeycloakCall.allCases.map {
+            ($0, (
+                registry.makeDurationHistogram(descriptor: keycloakDuration, labels: [("call", $0.rawValue)], buckets: Self.requestBuckets),
+                registry.makeCounter(descriptor: keycloakFailure, labels: [("call", $0.rawValue)])
+            ))
+        })
+        let failure = name("graphql_upstream_failures", "total", "GraphQL upstream calls that failed, by kind")
+        upstreamFailures = Dictionary(uniqueKeysWithValues: UpstreamFailure.allCases.map {
+            ($0, registry.makeCounter(descriptor: failure, labels: [("kind", $0.rawValue)]))
+        })
+        graphQLUpstreamDuration = registry.makeDurationHistogram(
+            descriptor: name("graphql_upstream_request_duration", "seconds", "GraphQL calls to the upstream over HTTP, answered or not"),
+            buckets: Self.requestBuckets
+        )
+        offlineAnswers = registry.makeCounter(descriptor: name(
+            "tasks_offline_answers", "total", "Task pages served from the offline copy because the upstream could not answer"
+        ))
+        openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
+        activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
+        openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
+    }
+
+    /// One answered HTTP request. `route` is the route's pattern, never the raw path, so the series stay few.
+    func recordRequest(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, duration: Duration) {
+        let key = RouteKey(route: route, method: method.rawValue, statusClass: "\(status.code / 100)xx")
+        let handles = requests.withLockedValue { requests in
+            if let known = requests[key] { return known }
+            let labels = [("route", key.route), ("method", key.method), ("status", key.statusClass)]
+            let made = (
+                registry.makeCounter(descriptor: .init(
+                    namespace: "foyer", metricName: "http_requests", unitName: "total",
+                    helpText: "HTTP requests answered, by route pattern, method and status class"
+                ), labels: labels),
+                registry.makeDurationHistogram(descriptor: .init(
+                    namespace: "foyer", metricName: "http_request_duration", unitName: "seconds",
+                    helpText: "Time to answer HTTP requests (to the response head; streams excluded), by route pattern, method and status class"
+                ), labels: labels, buckets: Self.requestBuckets)
+            )
+            requests[key] = made
+            return made
+        }
+        handles.count.increment()
+        handles.duration.record(duration)
+    }
+
+    func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
+
+    func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }
+
+    /// One call to Keycloak; `failed` when it got no answer or a 5xx.
+    func keycloakCall(_ call: KeycloakCall, duration: Duration, failed: Bool) {
+        guard let handles = keycloakCalls[call] else { return }
+        handles.duration.record(duration)
+        if failed { handles.failures.increment() }
+    }
+
+    /// The text exposition format, version 0.0.4.
+    func exposition() -> ByteBuffer {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16 << 10)
+        registry.emit(into: &bytes)
+        return ByteBuffer(bytes: bytes)
+    }
+}
