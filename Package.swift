@@ -70,6 +70,7 @@ let package = Package(
                 "Foyer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ]
         ),
     ]

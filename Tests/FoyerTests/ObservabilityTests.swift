@@ -1,0 +1,175 @@
+import CompressNIO
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import Foyer
+
+@Suite struct MetricsTests {
+    @Test func countersMoveWithASessionAndRoutesAreLabelledByPattern() async throws {
+        let harness = try await TestHarness { $0.metricsToken = "scrape-secret" }
+        try await harness.test { client in
+            try await signIn(client)
+            try await client.execute(
+                uri: "/api/v1/sessions", method: .post, headers: jsonHeaders,
+                body: ByteBuffer(json: #"{"email": "\#(TestUser.bob.email)", "password": "not it"}"#)
+            ) { #expect($0.status == .unauthorized) }
+            for id in [4711, 4712] {
+                try await client.execute(uri: "/posts/\(id)", method: .get) { #expect($0.status == .notFound) }
+            }
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .unauthorized)
+                #expect(response.headers[.wwwAuthenticate]?.hasPrefix("Bearer") == true)
+            }
+            try await client.execute(uri: "/metrics", method: .get, headers: bearer("wrong")) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/metrics", method: .get, headers: bearer("scrape-secret")) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+                let text = response.text
+                #expect(text.contains(#"foyer_sign_ins_total{outcome="success"} 1"#))
+                #expect(text.contains(#"foyer_sign_ins_total{outcome="wrong_password"} 1"#))
+                #expect(text.contains(#"foyer_sign_ins_total{outcome="throttled"} 0"#))
+                #expect(text.contains(#"foyer_http_requests_total{route="/posts/{id}",method="GET",status="4xx"} 2"#))
+                #expect(text.contains(#"foyer_http_requests_total{route="/api/v1/sessions",method="POST",status="2xx"} 1"#))
+                #expect(text.contains(#"foyer_http_request_duration_seconds_count{route="/posts/{id}",method="GET",status="4xx"} 2"#))
+                #expect(!text.contains("4711"), "raw paths never become labels")
+                #expect(text.contains("# HELP foyer_graphql_upstream_failures_total"))
+            }
+        }
+    }
+
+    @Test func withoutATokenMetricsAreOpen() async throws {
+        try await TestHarness().test { client in
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.text.contains("foyer_websockets_open 0"))
+            }
+        }
+    }
+}
+
+@Suite struct CompressionTests {
+    static let gzip: HTTPFields = [.acceptEncoding: "gzip, deflate, br"]
+
+    static func gunzip(_ buffer: ByteBuffer) throws -> ByteBuffer {
+        var buffer = buffer
+        return try buffer.decompress(with: .gzip())
+    }
+
+    @Test func turboScriptIsCompressedOnceAndRevalidates() async throws {
+        let file = try Data(contentsOf: URL(fileURLWithPath: packageRoot + "/Public/turbo.min.js"))
+        try await TestHarness().test { client in
+            let eTag = try await client.execute(uri: "/turbo.min.js", method: .get, headers: Self.gzip) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentEncoding] == "gzip")
+                #expect(response.headers[values: .vary].contains("Accept-Encoding"))
+                #expect(response.headers[.contentLength] == String(response.body.readableBytes))
+                #expect(response.body.readableBytes < file.count / 2)
+                #expect(Data(buffer: try Self.gunzip(response.body)) == file)
+                return try #require(response.headers[.eTag])
+            }
+            try await client.execute(uri: "/turbo.min.js", method: .get, headers: Self.gzip.merging([.ifNoneMatch: eTag])) { response in
+                #expect(response.status == .notModified)
+                #expect(response.headers[.contentEncoding] == nil)
+                #expect(response.body.readableBytes == 0)
+            }
+            try await client.execute(uri: "/turbo.min.js", method: .get) { response in
+                #expect(response.headers[.contentEncoding] == nil)
+                #expect(response.headers[values: .vary].contains("Accept-Encoding"))
+                #expect(Data(buffer: response.body) == file)
+            }
+        }
+    }
+
+    @Test func pagesAndJSONAreCompressedWhenAskedAndLargeEnough() async throws {
+        try await TestHarness().test { client in
+            let (token, _) = try await signIn(client)
+            for number in 1...8 {
+                try await client.execute(
+                    uri: "/api/v1/posts", method: .post, headers: bearer(token).merging(jsonHeaders),
+                    body: ByteBuffer(json: #"{"title": "Post \#(number)", "content": "Enough words to make the list longer than a kilobyte."}"#)
+                ) { #expect($0.status == .created) }
+            }
+            let plain = try await client.execute(uri: "/posts.json", method: .get) { $0.body }
+            try await client.execute(uri: "/posts.json", method: .get, headers: Self.gzip) { response in
+                #expect(response.headers[.contentEncoding] == "gzip")
+                let body = try Self.gunzip(response.body)
+                #expect(body == plain)
+            }
+            try await client.execute(uri: "/posts", method: .get, headers: Self.gzip.merging(browserHeaders)) { response in
+                #expect(response.headers[.contentEncoding] == "gzip")
+                let page = String(buffer: try Self.gunzip(response.body))
+                #expect(page.contains("Post 8"))
+            }
+            for refusal in ["gzip;q=0", "identity", "br", "*;q=0"] {
+                try await client.execute(uri: "/posts.json", method: .get, headers: [.acceptEncoding: refusal]) { response in
+                    #expect(response.headers[.contentEncoding] == nil, "\(refusal)")
+                    #expect(response.body == plain)
+                }
+            }
+            try await client.execute(uri: "/posts.json", method: .head, headers: Self.gzip) { response in
+                #expect(response.headers[.contentEncoding] == nil)
+            }
+            try await client.execute(uri: "/up", method: .get, headers: Self.gzip) { response in
+                #expect(response.headers[.contentEncoding] == nil, "under a kilobyte")
+                #expect(response.text == "OK")
+            }
+        }
+    }
+
+    @Test func acceptEncodingIsReadWithItsWeights() {
+        #expect(CompressionMiddleware.acceptsGzip(["gzip"]))
+        #expect(CompressionMiddleware.acceptsGzip(["br;q=1.0, gzip;q=0.8, *;q=0.1"]))
+        #expect(CompressionMiddleware.acceptsGzip(["*"]))
+        #expect(!CompressionMiddleware.acceptsGzip(["gzip;q=0"]))
+        #expect(!CompressionMiddleware.acceptsGzip(["gzip; q=0.000"]))
+        #expect(!CompressionMiddleware.acceptsGzip(["*, gzip;q=0"]))
+        #expect(!CompressionMiddleware.acceptsGzip([]))
+        #expect(!CompressionMiddleware.acceptsGzip(["deflate, br"]))
+    }
+}
+
+@Suite struct RequestTraceTests {
+    @Test func aValidTraceparentIsContinuedWithANewSpan() {
+        let trace = RequestTrace(requestID: "abc", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", traceState: "vendor=1")
+        #expect(trace.traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(trace.spanID != "00f067aa0ba902b7")
+        #expect(trace.traceparent == "00-4bf92f3577b34da6a3ce929d0e0e4736-\(trace.spanID)-01")
+        #expect(trace.traceState == "vendor=1")
+        // A later version is read as version 00, whatever follows the flags.
+        #expect(RequestTrace.parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more")?.flags == "00")
+    }
+
+    @Test func anythingElseStartsANewTrace() {
+        for invalid in [
+            "", "garbage", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // all-zero trace id
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // all-zero parent id
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // upper case
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // forbidden version
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  // version 00 has exactly four parts
+        ] {
+            #expect(RequestTrace.parse(invalid) == nil, "\(invalid)")
+            let trace = RequestTrace(requestID: "x", traceparent: invalid, traceState: "dropped=1")
+            #expect(trace.traceID.count == 32 && trace.spanID.count == 16 && trace.flags == "01")
+            #expect(trace.traceState == nil)
+        }
+    }
+}
+
+@Suite struct QueryAnalysisTests {
+    @Test func cachedVerdictsAreTheParsedOnes() {
+        let cache = QueryAnalysisCache()
+        let deep = "{ " + String(repeating: "a { ", count: 16) + "b" + String(repeating: " }", count: 16) + " }"
+        for _ in 0..<2 {
+            #expect(cache.analysis(of: deep).violation?.contains("17 levels deep") == true)
+            let named = cache.analysis(of: "query Read { allTasks { id } } mutation Write { createTask(title: \"t\") { id } }")
+            #expect(named.violation == nil)
+            #expect(named.operationType(named: "Write") == .mutation)
+            #expect(named.operationType(named: nil) == .query)
+            #expect(cache.analysis(of: "{ not graphql").operations == nil)
+        }
+    }
+}
