@@ -67,7 +67,7 @@ class KeycloakPeer:
     client_id = "foyer"
     client_secret = "foyer-secret"
 
-    def __init__(self, workdir: pathlib.Path, redirect_uris=(), expires_in: int | None = None):
+    def __init__(self, workdir: pathlib.Path, redirect_uris=(), expires_in: int | None = None, extra_env=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.issuer = f"{self.url}/realms/{self.realm}"
@@ -76,7 +76,7 @@ class KeycloakPeer:
         if not python.exists():
             pytest.exit("no .venv-oidc: scripts/test installs the OIDC provider peer", returncode=2)
         env = dict(os.environ, OIDC_REALM=self.realm, OIDC_CLIENT_ID=self.client_id, OIDC_CLIENT_SECRET=self.client_secret,
-                   OIDC_REDIRECT_URIS=",".join(redirect_uris))
+                   OIDC_REDIRECT_URIS=",".join(redirect_uris), **(extra_env or {}))
         if expires_in:
             env["OIDC_EXPIRES_IN"] = str(expires_in)
         log_path = workdir / f"oidc-{self.port}.log"

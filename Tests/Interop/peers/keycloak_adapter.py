@@ -87,6 +87,11 @@ class KeycloakLayout:
         self.prefix = f"/realms/{REALM}"
 
     def __call__(self, environ, start_response):
+        if os.environ.get("PEER_TRACE_LOG"):  # so tests can check that Foyer's calls can be followed
+            entry = {"path": environ.get("PATH_INFO", ""), "x-request-id": environ.get("HTTP_X_REQUEST_ID"),
+                     "traceparent": environ.get("HTTP_TRACEPARENT")}
+            with open(os.environ["PEER_TRACE_LOG"], "a") as log:
+                log.write(json.dumps(entry) + "\n")
         environ["keycloak.issuer"] = self.issuer(environ)
         path = environ.get("PATH_INFO", "")
         if path.startswith("/auth/realms/"):  # old Keycloak's base URL ends in /auth

@@ -10,8 +10,11 @@ Env: TASK_SERVER_TOKEN     when set, requests must carry `Authorization: Bearer 
                            issuer TASK_SERVER_ISSUER (comma-separated: one per way into the realm), not expired: Keycloak's tokens, relayed by Foyer
      TASK_SERVER_ON_DENIED `forbidden` (default: 403 "Access denied", as keycloak-connect answers) or
                            `redirect` (302 to a Keycloak login page, as the other keycloak-connect setting does)
+     PEER_TRACE_LOG        when set, a file to which every request's X-Request-Id and traceparent are appended,
+                           one JSON object per line (tests check that Foyer's calls can be followed)
 """
 import asyncio
+import json
 import os
 import sys
 
@@ -160,8 +163,22 @@ def jwks_client(url: str):
     return _jwks_clients[url]
 
 
+def record_trace(scope):
+    path = os.environ.get("PEER_TRACE_LOG")
+    if not path or scope["type"] not in ("http", "websocket"):
+        return
+    headers = dict(scope["headers"])
+    entry = {"type": scope["type"], "path": scope["path"]}
+    for name in ("x-request-id", "traceparent", "tracestate"):
+        if name.encode() in headers:
+            entry[name] = headers[name.encode()].decode()
+    with open(path, "a") as log:
+        log.write(json.dumps(entry) + "\n")
+
+
 async def app(scope, receive, send):
     """keycloak-connect in front of the server: no valid bearer, no GraphQL."""
+    record_trace(scope)
     if scope["type"] == "http":
         authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
         if not bearer_accepted(authorization):
