@@ -236,6 +236,12 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         config.demoAccount = .init(email: "demo@example.com", password: "demo password")
         let app = try await buildApplication(config, database: database)
         try await app.test(.router) { client in
+            // The demo account is made after the server starts listening; /healthz says when.
+            for _ in 0..<100 {
+                let status = try await client.execute(uri: "/healthz", method: .get) { $0.status }
+                if status == .ok { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
             try await client.execute(uri: "/api/v1/posts", method: .get) { response in
                 #expect(response.headers[.xTotalCount] == String(SamplePosts.samples.count))
             }

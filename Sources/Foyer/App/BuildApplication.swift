@@ -40,8 +40,9 @@ public func buildApplication(
         )
     }
     // A local demo account is no use when the realm checks every password.
-    if keycloak == nil, let demo = try await config.demoAccount?.createIfNoUsers(in: users, logger: logger) {
-        try await SamplePosts.seed(into: posts, author: demo)
+    let readiness = Readiness(ready: keycloak != nil || config.demoAccount == nil)
+    if keycloak == nil, let account = config.demoAccount {
+        services.append(DemoSeeding(account: account, users: users, posts: posts, readiness: readiness, logger: logger))
     }
     let signIn = SignIn(
         users: users, sessions: sessions, keycloak: keycloak, throttle: throttle, secureCookies: config.secureCookies,
@@ -82,7 +83,7 @@ public func buildApplication(
     router.add(middleware: AuthenticationMiddleware(authenticator: authenticator))
     router.add(middleware: CSRFMiddleware())
 
-    HealthController(database: database).addRoutes(to: router)
+    HealthController(database: database, readiness: readiness).addRoutes(to: router)
     MetricsController(metrics: metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)

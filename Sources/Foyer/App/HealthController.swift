@@ -1,17 +1,22 @@
 import GRDB
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 
 /// For load balancers and orchestrators. `/up`: the process answers (liveness, no I/O);
-/// `/healthz`: 200 when the database answers, 503 when it does not (readiness).
+/// `/healthz`: 200 when the database answers and start-up work is done, 503 when not (readiness).
 struct HealthController {
     let database: any DatabaseWriter
+    let readiness: Readiness
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/up") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "OK")))
         }
         router.get("/healthz") { _, context -> Response in
+            guard readiness.isReady else {
+                return Response.json(["status": "starting", "database": "ok"], status: .serviceUnavailable)
+            }
             do {
                 _ = try await database.read { try Int.fetchOne($0, sql: "SELECT 1") }
                 return Response.json(["status": "ok", "database": "ok"], status: .ok)
@@ -21,4 +26,15 @@ struct HealthController {
             }
         }
     }
+}
+
+/// Whether start-up work that runs after the server listens (the demo account's password hash, a quarter of a
+/// second of bcrypt) is done. `/up` answers meanwhile; `/healthz` says "starting".
+final class Readiness: Sendable {
+    private let ready: NIOLockedValueBox<Bool>
+
+    init(ready: Bool = true) { self.ready = NIOLockedValueBox(ready) }
+
+    var isReady: Bool { ready.withLockedValue { $0 } }
+    func markReady() { ready.withLockedValue { $0 = true } }
 }

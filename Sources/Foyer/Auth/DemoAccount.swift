@@ -1,4 +1,5 @@
 import Logging
+import ServiceLifecycle
 
 extension FoyerConfig.DemoAccount {
     /// On an empty database, create the demo account so a newcomer can sign in at once; returns it when created.
@@ -13,5 +14,28 @@ extension FoyerConfig.DemoAccount {
             logger.notice("Created the demo account \(email) with the password from FOYER_DEMO_PASSWORD")
         }
         return user
+    }
+}
+
+/// Creates the demo account and its sample posts on an empty database, after the server listens: hashing the
+/// password is most of a fresh start's time, and nobody can sign in within that quarter second anyway.
+struct DemoSeeding: Service {
+    let account: FoyerConfig.DemoAccount
+    let users: UserRepository
+    let posts: PostRepository
+    let readiness: Readiness
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            if let demo = try await account.createIfNoUsers(in: users, logger: logger) {
+                try await SamplePosts.seed(into: posts, author: demo)
+            }
+        } catch {
+            logger.error("Could not create the demo account: \(error)")
+        }
+        readiness.markReady()
+        // A service that returns stops the application: stay until it stops.
+        try? await gracefulShutdown()
     }
 }
