@@ -16,6 +16,8 @@ struct RequestLogMiddleware: RouterMiddleware {
         let trace = RequestTrace(continuing: request.headers, fallbackID: context.id)
         let requestID = trace.requestID
         context.requestID = requestID
+        // Lines name the request by `request_id` (RequestTrace); Hummingbird's own id would say it twice.
+        context.logger[metadataKey: "hb.request.id"] = nil
         let start = ContinuousClock.now
         var response: Response
         do {

@@ -54,8 +54,12 @@ struct CompressionMiddleware: RouterMiddleware {
     }
 
     static func isCompressible(_ contentType: String?) -> Bool {
-        guard let type = contentType?.split(separator: ";").first?.trimmingEnds(where: { $0 == " " }).lowercased() else {
-            return false
+        // Checked on every answer: no splitting or lower-casing unless the type is written unusually.
+        guard let contentType else { return false }
+        var type = contentType[...]
+        if let end = type.firstIndex(of: ";") { type = type[..<end] }
+        if type.contains(where: { $0 == " " || ("A"..."Z").contains($0) }) {
+            type = Substring(type.trimmingEnds(where: { $0 == " " }).lowercased())
         }
         return type == "text/html" || type == "text/css" || type == "text/plain" || type == "text/javascript"
             || type == "application/javascript" || type == "application/json" || type.hasSuffix("+json")

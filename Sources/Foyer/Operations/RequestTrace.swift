@@ -1,5 +1,6 @@
 import HTTPTypes
 import Logging
+import NIOConcurrencyHelpers
 
 /// How a request is followed into the upstreams: its `X-Request-Id` and its W3C trace context (the caller's
 /// `traceparent` continued, or a new trace). Task-local, so every upstream call made while serving the request
@@ -22,12 +23,12 @@ struct RequestTrace: Sendable {
 
     init(requestID: String, traceparent: String?, traceState: String?) {
         self.requestID = requestID
-        spanID = Self.randomHex(UInt64.random(in: 1...UInt64.max))
+        spanID = Self.randomHex(Self.ids.next())
         if let caller = traceparent.flatMap(Self.parse) {
             (traceID, flags) = caller
             self.traceState = traceState
         } else {
-            traceID = Self.randomHex(UInt64.random(in: 1...UInt64.max)) + Self.randomHex(UInt64.random(in: 0...UInt64.max))
+            traceID = Self.randomHex(Self.ids.next()) + Self.randomHex(Self.ids.next())
             flags = "01"
             self.traceState = nil
         }
@@ -49,7 +50,28 @@ struct RequestTrace: Sendable {
         return value
     }
 
-    static func newRequestID() -> String { randomHex(UInt64.random(in: 0...UInt64.max)) }
+    static func newRequestID() -> String { randomHex(ids.next()) }
+
+    /// Ids need to be unique, not secret: a fast generator seeded once from the system's, instead of a
+    /// getrandom system call for each of the three 64-bit numbers every request takes.
+    private static let ids = IDGenerator()
+
+    private final class IDGenerator: Sendable {
+        private let state = NIOLockedValueBox(UInt64.random(in: 1...UInt64.max))
+
+        /// wyrand: never 0, so no id is all zeros.
+        func next() -> UInt64 {
+            while true {
+                let seed = state.withLockedValue { state in
+                    state &+= 0xa076_1d64_78bd_642f
+                    return state
+                }
+                let product = seed.multipliedFullWidth(by: seed ^ 0xe703_7ed1_a0b4_28db)
+                let value = product.high ^ product.low
+                if value != 0 { return value }
+            }
+        }
+    }
 
     /// The headers an upstream call carries.
     func add(to fields: inout HTTPFields) {
