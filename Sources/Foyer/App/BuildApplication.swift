@@ -52,7 +52,7 @@ public func buildApplication(
     if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
         let connections = try UpstreamConnections(url: upstream.url)
         services.append(ClosingService { connections.close() })
-        graphQL = RemoteGraphQLExecutor(url: upstream.url, webSocketURL: upstream.webSocketURL, connections: connections, logger: logger, metrics: metrics)
+        graphQL = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: metrics)
         let (upstreamToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak?.client)
         services.append(UpstreamTaskFeed(
             webSocketURL: upstream.webSocketURL,

@@ -33,10 +33,12 @@ struct GraphQLController {
         } catch {
             return Self.refusal(.badRequest, "The body must be JSON like {\"query\": \"…\", \"variables\": {…}}", code: "BAD_REQUEST")
         }
-        if let refusal = refusal(for: envelope.query, operationName: envelope.operationName, allowMutations: true) {
+        let analysis = analyses.analysis(of: envelope.query)
+        if let refusal = Self.refusal(for: analysis, operationName: envelope.operationName, allowMutations: true) {
             return refusal
         }
-        return try await answer { try await executor.execute(encoded: body, credentials: try await credentials(identity)) }
+        let isQuery = analysis.operationType(named: envelope.operationName) == .query
+        return try await answer { try await executor.execute(encoded: body, isQuery: isQuery, credentials: try await credentials(identity)) }
     }
 
     @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -64,15 +66,15 @@ struct GraphQLController {
     }
 
     private func run(_ graphQLRequest: GraphQLRequest, allowMutations: Bool, identity: Identity) async throws -> Response {
-        if let refusal = refusal(for: graphQLRequest.query, operationName: graphQLRequest.operationName, allowMutations: allowMutations) {
+        let analysis = analyses.analysis(of: graphQLRequest.query)
+        if let refusal = Self.refusal(for: analysis, operationName: graphQLRequest.operationName, allowMutations: allowMutations) {
             return refusal
         }
         return try await answer { try await executor.execute(graphQLRequest, credentials: try await credentials(identity)) }
     }
 
     /// Our answer when the query breaks a limit, or is a mutation sent by GET; nil when it may go on.
-    private func refusal(for query: String, operationName: String?, allowMutations: Bool) -> Response? {
-        let analysis = analyses.analysis(of: query)
+    private static func refusal(for analysis: QueryAnalysis, operationName: String?, allowMutations: Bool) -> Response? {
         if let violation = analysis.violation {
             return Self.refusal(.badRequest, violation, code: "QUERY_TOO_COMPLEX")
         }

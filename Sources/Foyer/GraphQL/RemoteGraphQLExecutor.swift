@@ -11,13 +11,13 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     static let timeout: TimeAmount = .seconds(30)
     static let maximumReplySize = 16 << 20
 
-    let url: String
     /// Where subscriptions go; nil when the upstream has none.
     let webSocketURL: String?
     let connections: UpstreamConnections
-    let logger: Logger
     let metrics: FoyerMetrics
     let health = UpstreamHealth()
+    /// The task pages' few documents, judged once: a query may be sent again on a fresh connection.
+    let analyses = QueryAnalysisCache()
 
     /// After the upstream fails to answer, calls fail at once for `cooldown` instead of each waiting out the
     /// connection retries (seconds). Then the next call tries again, so service resumes by itself.
@@ -41,13 +41,14 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
-        try await execute(encoded: ByteBuffer(bytes: try JSONEncoder().encode(request)), credentials: credentials)
+        let isQuery = analyses.analysis(of: request.query).operationType(named: request.operationName) == .query
+        return try await execute(encoded: ByteBuffer(bytes: try JSONEncoder().encode(request)), isQuery: isQuery, credentials: credentials)
     }
 
-    func execute(encoded request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+    func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         let start = ContinuousClock.now
         do {
-            let reply = try await forward(request, credentials: credentials)
+            let reply = try await forward(request, isQuery: isQuery, credentials: credentials)
             metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)
             return reply
         } catch let error as GraphQLUpstreamError {
@@ -57,14 +58,16 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         }
     }
 
-    private func forward(_ request: ByteBuffer, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+    private func forward(_ request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         try health.failFast()
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Accept", "application/json")])
         if let token = credentials.bearerToken { headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let trace = RequestTrace.current { headers.add(contentsOf: trace.headerPairs) }
         let answer: UpstreamConnections.Answer
         do {
-            answer = try await connections.post(headers: headers, body: request, timeout: Self.timeout, maximumAnswerSize: Self.maximumReplySize)
+            answer = try await connections.post(
+                headers: headers, body: request, idempotent: isQuery, timeout: Self.timeout, maximumAnswerSize: Self.maximumReplySize
+            )
         } catch UpstreamConnections.Failure.answerTooLarge {
             throw GraphQLUpstreamError.invalidReply("the reply is larger than \(Self.maximumReplySize >> 20) MiB")
         } catch UpstreamConnections.Failure.timedOut, ChannelError.connectTimeout {

@@ -11,7 +11,9 @@ import NIOSSL
 /// head, and cost four times Foyer's own plain route; see scripts/bench.)
 ///
 /// A connection the upstream closed while it sat idle is noticed when it is taken, or when the request on it fails
-/// before any of the answer came back: then the request is sent once more, on a new connection, as nginx does.
+/// before any of the answer came back: then an idempotent request (a GraphQL query) is sent once more, on a new
+/// connection. A mutation is not: the upstream may have run it before the connection broke (nginx does not resend
+/// a POST either), so the caller hears the upstream could not be reached.
 final class UpstreamConnections: Sendable {
     static let connectTimeout: TimeAmount = .seconds(5)
     static let maximumIdlePerLoop = 64
@@ -63,18 +65,22 @@ final class UpstreamConnections: Sendable {
         tls = secure ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
     }
 
-    /// POSTs `body` and waits for the whole answer (at most `maximumAnswerSize` bytes) or `timeout`.
-    func post(headers: HTTPHeaders, body: ByteBuffer, timeout: TimeAmount, maximumAnswerSize: Int) async throws -> Answer {
+    /// POSTs `body` and waits for the whole answer (at most `maximumAnswerSize` bytes) or `timeout`, on a
+    /// connection of `eventLoop`: by default the one running the caller (Foyer runs its tasks on event loops).
+    func post(
+        headers: HTTPHeaders, body: ByteBuffer, idempotent: Bool, timeout: TimeAmount, maximumAnswerSize: Int,
+        on eventLoop: (any EventLoop)? = nil
+    ) async throws -> Answer {
         var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target, headers: headers)
         head.headers.replaceOrAdd(name: "Host", value: authority)
         head.headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
-        let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
+        let eventLoop = eventLoop ?? MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
         let deadline = NIODeadline.now() + timeout
         if let reused = takeIdle(on: eventLoop) {
             do {
                 return try await exchange(head, body, on: reused, deadline: deadline, limit: maximumAnswerSize)
-            } catch Failure.lost(partOfAnswer: false, _) {
-                // Closed by the upstream as we reused it; it never saw the request, so it may go again.
+            } catch Failure.lost(partOfAnswer: false, _) where idempotent {
+                // Most likely closed by the upstream as we reused it; a query may go again either way.
             }
         }
         let channel = try await connect(on: eventLoop)

@@ -27,8 +27,9 @@ struct CompressionMiddleware: RouterMiddleware {
         let gzip = request.method != .head && Self.acceptsGzip(request.headers[values: .acceptEncoding])
         var response = try await next(request, context)
         guard Self.isCompressible(response.headers[.contentType]) else { return response }
-        if !response.headers[values: .vary].contains(where: { $0.lowercased().contains("accept-encoding") }) {
-            response.headers.append(HTTPField(name: .vary, value: "Accept-Encoding"))
+        let vary = response.headers[values: .vary]
+        if !vary.contains(where: { $0.lowercased().contains("accept-encoding") }) {
+            response.headers[.vary] = (vary + ["Accept-Encoding"]).joined(separator: ", ")
         }
         guard gzip else { return response }
         guard response.status != .notModified, response.status != .partialContent, response.headers[.contentEncoding] == nil, response.headers[.contentRange] == nil,

@@ -1,0 +1,105 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+@testable import Foyer
+
+/// An upstream that answers the first request on each connection and, keeping the connection open as if for more,
+/// closes it when the second arrives: what a server whose idle timeout fires just as a kept connection is reused
+/// looks like from the client.
+private final class ClosingOnSecondRequest: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let received: NIOLockedValueBox<[String]>
+    private var requests = 0
+    private var body = ""
+
+    init(received: NIOLockedValueBox<[String]>) { self.received = received }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            body = ""
+        case .body(let part):
+            body += String(buffer: part)
+        case .end:
+            requests += 1
+            received.withLockedValue { $0.append(body) }
+            guard requests == 1 else {
+                context.close(promise: nil)
+                return
+            }
+            let answer = ByteBuffer(string: #"{"data":{"ok":true}}"#)
+            let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: [
+                "Content-Type": "application/json", "Content-Length": "\(answer.readableBytes)",
+            ])
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(answer))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+}
+
+@Suite struct UpstreamConnectionsTests {
+    private static func upstream(_ received: NIOLockedValueBox<[String]>) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(ClosingOnSecondRequest(received: received))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    /// All on one event loop, so the second request takes the connection the first one left.
+    private static let loop = MultiThreadedEventLoopGroup.singleton.next()
+
+    private static func post(_ connections: UpstreamConnections, _ body: String, idempotent: Bool) async throws -> UpstreamConnections.Answer {
+        try await connections.post(
+            headers: ["Content-Type": "application/json"], body: ByteBuffer(string: body), idempotent: idempotent,
+            timeout: .seconds(5), maximumAnswerSize: 1 << 20, on: loop
+        )
+    }
+
+    @Test func aQueryOnAConnectionClosedAsItWasReusedGoesAgainOnANewOne() async throws {
+        let received = NIOLockedValueBox<[String]>([])
+        let server = try await Self.upstream(received)
+        let connections = try UpstreamConnections(url: "http://127.0.0.1:\(server.localAddress!.port!)/graphql")
+        let answers = [try await Self.post(connections, "first", idempotent: true), try await Self.post(connections, "second", idempotent: true)]
+        #expect(answers.map(\.head.status) == [.ok, .ok])
+        #expect(received.withLockedValue { $0 } == ["first", "second", "second"])
+        connections.close()
+        try await server.close()
+    }
+
+    @Test func aMutationIsNotSentTwice() async throws {
+        let received = NIOLockedValueBox<[String]>([])
+        let server = try await Self.upstream(received)
+        let connections = try UpstreamConnections(url: "http://127.0.0.1:\(server.localAddress!.port!)/graphql")
+        _ = try await Self.post(connections, "first", idempotent: false)
+        await #expect {
+            _ = try await Self.post(connections, "mutation", idempotent: false)
+        } throws: { error in
+            if case UpstreamConnections.Failure.lost(partOfAnswer: false, _) = error { true } else { false }
+        }
+        #expect(received.withLockedValue { $0 } == ["first", "mutation"])
+        connections.close()
+        try await server.close()
+    }
+
+    @Test func anAnswerLargerThanTheLimitIsRefused() async throws {
+        let received = NIOLockedValueBox<[String]>([])
+        let server = try await Self.upstream(received)
+        let connections = try UpstreamConnections(url: "http://127.0.0.1:\(server.localAddress!.port!)/graphql")
+        await #expect(throws: UpstreamConnections.Failure.self) {
+            try await connections.post(headers: [:], body: ByteBuffer(string: "x"), idempotent: true, timeout: .seconds(5), maximumAnswerSize: 4)
+        }
+        connections.close()
+        try await server.close()
+    }
+}
