@@ -47,7 +47,7 @@ public final class FoyerMetrics: Sendable {
         func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(namespace: "foyer", metricName: metric, unitName: unit, helpText: help)
         }
-        let signIn = name("sign_ins", "total", "Sign-in attempts by outcome (refused: the realm did not answer, or the form was not ours)")
+        let signIn = name("sign_ins", "total", "Sign-in attempts by outcome (refused: the realm that checks passwords did not answer)")
         signIns = Dictionary(uniqueKeysWithValues: SignInOutcome.allCases.map {
             ($0, registry.makeCounter(descriptor: signIn, labels: [("outcome", $0.rawValue)]))
         })
