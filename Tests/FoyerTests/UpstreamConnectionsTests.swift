@@ -44,6 +44,12 @@ private final class ClosingOnSecondRequest: ChannelInboundHandler, @unchecked Se
     }
 }
 
+/// An upstream that reads requests and never answers.
+private final class Silent: ChannelInboundHandler, Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
 @Suite struct UpstreamConnectionsTests {
     private static func upstream(_ received: NIOLockedValueBox<[String]>) async throws -> any Channel {
         try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -88,6 +94,29 @@ private final class ClosingOnSecondRequest: ChannelInboundHandler, @unchecked Se
             if case UpstreamConnections.Failure.lost(partOfAnswer: false, _) = error { true } else { false }
         }
         #expect(received.withLockedValue { $0 } == ["first", "mutation"])
+        connections.close()
+        try await server.close()
+    }
+
+    @Test func anUpstreamThatDoesNotAnswerTimesOut() async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Silent())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let connections = try UpstreamConnections(url: "http://127.0.0.1:\(server.localAddress!.port!)/graphql")
+        let began = ContinuousClock.now
+        await #expect {
+            _ = try await connections.post(
+                headers: [:], body: ByteBuffer(string: "{}"), idempotent: true, timeout: .milliseconds(300), maximumAnswerSize: 1 << 20, on: Self.loop
+            )
+        } throws: { error in
+            if case UpstreamConnections.Failure.timedOut = error { true } else { false }
+        }
+        #expect(ContinuousClock.now - began < .seconds(3))
         connections.close()
         try await server.close()
     }
