@@ -123,12 +123,6 @@ struct GraphQLController {
         }
     }
 
-    static func operation(in document: Document, named name: String?) -> OperationType? {
-        let operations = document.definitions.compactMap { $0 as? OperationDefinition }
-        let chosen = name.map { name in operations.first { $0.name?.value == name } } ?? operations.first
-        return chosen?.operation
-    }
-
     /// `{"errors": [{"message": …, "extensions": {"code": …}}]}` with a status, as GraphQL clients expect.
     static func refusal(_ status: HTTPResponse.Status, _ message: String, code: String) -> Response {
         struct Body: Encodable {

@@ -36,6 +36,7 @@ struct GraphQLWebSocketController {
     let authenticator: Authenticator
     let credentials: UpstreamCredentialSource
     let metrics: FoyerMetrics
+    let analyses = QueryAnalysisCache()
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
         router.ws("/graphql") { request, _ in
@@ -260,12 +261,12 @@ private struct GraphQLSocketConnection: Sendable {
     }
 
     private func start(_ request: GraphQLRequest, id: String, identity: Identity, send: AsyncStream<Outgoing>.Continuation) {
-        let document = try? parse(source: request.query)
-        if let document, let violation = QueryLimits.violation(in: document) {
+        let analysis = controller.analyses.analysis(of: request.query)
+        if let violation = analysis.violation {
             Self.fail(id, errors: Self.errorList(violation, code: "QUERY_TOO_COMPLEX"), dialect: dialect, send: send)
             return
         }
-        let isSubscription = document.flatMap { GraphQLController.operation(in: $0, named: request.operationName) } == .subscription
+        let isSubscription = analysis.operationType(named: request.operationName) == .subscription
         let (executor, credentialSource, dialect, shared) = (controller.executor, controller.credentials, dialect, shared)
         let active = controller.metrics.activeSubscriptions
         let run = UUID()

@@ -74,13 +74,6 @@ struct RequestTrace: Sendable {
     }
 
     /// The headers an upstream call carries.
-    func add(to fields: inout HTTPFields) {
-        fields[.xRequestID] = requestID
-        fields[.traceparent] = traceparent
-        if let traceState { fields[.tracestate] = traceState }
-    }
-
-    /// The same, for clients that take (name, value) pairs.
     var headerPairs: [(String, String)] {
         [("X-Request-Id", requestID), ("traceparent", traceparent)] + (traceState.map { [("tracestate", $0)] } ?? [])
     }
