@@ -1,5 +1,4 @@
 import GraphQL
-import NIOConcurrencyHelpers
 
 /// What `/graphql` needs to know about a query before passing it on: the first limit it breaks, and the kind of
 /// each operation (GET may not run mutations). Nil `operations` means the text does not parse: the server that
@@ -25,24 +24,20 @@ struct QueryAnalysis: Sendable {
 }
 
 /// Analyses by query text. Apps send the same few documents over and over (as persisted queries do), and parsing
-/// one costs more than forwarding it, so each text is parsed once. Bounded by the characters held: when full, it
-/// starts over, which costs a parse per text and nothing else.
+/// one costs more than forwarding it, so each text is parsed once. Bounded by the characters held.
 final class QueryAnalysisCache: Sendable {
     static let maximumCharacters = 4 << 20
     /// Longer texts are analysed every time: they are rare, and would crowd out the common ones.
     static let maximumQueryCharacters = 16 << 10
 
-    private let state = NIOLockedValueBox((entries: [String: QueryAnalysis](), characters: 0))
+    private let analyses = StartOverCache<String, QueryAnalysis>(maximumCost: maximumCharacters)
 
     func analysis(of query: String) -> QueryAnalysis {
         let length = query.utf8.count
         guard length <= Self.maximumQueryCharacters else { return QueryAnalysis(query: query) }
-        if let known = state.withLockedValue({ $0.entries[query] }) { return known }
+        if let known = analyses.value(for: query) { return known }
         let analysis = QueryAnalysis(query: query)
-        state.withLockedValue { state in
-            if state.characters + length > Self.maximumCharacters { state = ([:], 0) }
-            if state.entries.updateValue(analysis, forKey: query) == nil { state.characters += length }
-        }
+        analyses.keep(analysis, for: query, cost: length)
         return analysis
     }
 }

@@ -21,7 +21,8 @@ struct CompressionMiddleware: RouterMiddleware {
     static let dynamicLevel: Int32 = 4
     static let keptLevel: Int32 = 9
 
-    let kept = CompressedCopies()
+    /// Compressed copies of answers with an ETag, by path and ETag, bounded by bytes held.
+    let kept = StartOverCache<String, ByteBuffer>(maximumCost: 16 << 20)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let gzip = request.method != .head && Self.acceptsGzip(request.headers[values: .acceptEncoding])
@@ -39,12 +40,12 @@ struct CompressionMiddleware: RouterMiddleware {
         let eTag = response.headers[.eTag]
         let key = eTag.map { request.uri.path + " " + $0 }
         let compressed: ByteBuffer
-        if let key, let copy = kept.copy(for: key) {
+        if let key, let copy = kept.value(for: key) {
             compressed = copy
         } else {
             var body = try await Self.collect(response.body, expecting: length)
             compressed = try body.compress(with: .gzip(configuration: .init(compressionLevel: key == nil ? Self.dynamicLevel : Self.keptLevel)))
-            if let key { kept.keep(compressed, for: key) }
+            if let key { kept.keep(compressed, for: key, cost: compressed.readableBytes) }
         }
         response.body = ResponseBody(byteBuffer: compressed)
         response.headers[.contentEncoding] = "gzip"
@@ -101,23 +102,5 @@ struct CompressionMiddleware: RouterMiddleware {
         }
 
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
-    }
-}
-
-/// Compressed copies of answers with an ETag, by path and ETag. Bounded by bytes held: when full it starts
-/// over, which costs one compression per file and nothing else.
-final class CompressedCopies: Sendable {
-    static let maximumBytes = 16 << 20
-    private let state = NIOLockedValueBox((copies: [String: ByteBuffer](), bytes: 0))
-
-    func copy(for key: String) -> ByteBuffer? {
-        state.withLockedValue { $0.copies[key] }
-    }
-
-    func keep(_ copy: ByteBuffer, for key: String) {
-        state.withLockedValue { state in
-            if state.bytes + copy.readableBytes > Self.maximumBytes { state = ([:], 0) }
-            if state.copies.updateValue(copy, forKey: key) == nil { state.bytes += copy.readableBytes }
-        }
     }
 }

@@ -1,0 +1,27 @@
+import NIOConcurrencyHelpers
+
+/// Values kept by key until together they cost more than `maximumCost` (entries, characters, bytes: the caller
+/// says what one costs); then it starts over, which costs computing each value once more and nothing else. For
+/// keys that repeat (page numbers, query texts, file versions) and may come from requests, so must be bounded.
+final class StartOverCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private let state = NIOLockedValueBox((entries: [Key: Value](), cost: 0))
+    private let maximumCost: Int
+
+    init(maximumCost: Int) {
+        self.maximumCost = maximumCost
+    }
+
+    func value(for key: Key) -> Value? {
+        state.withLockedValue { $0.entries[key] }
+    }
+
+    func keep(_ value: Value, for key: Key, cost: Int = 1) {
+        state.withLockedValue { state in
+            if state.cost + cost > maximumCost {
+                state.entries.removeAll(keepingCapacity: true)
+                state.cost = 0
+            }
+            if state.entries.updateValue(value, forKey: key) == nil { state.cost += cost }
+        }
+    }
+}
