@@ -25,15 +25,15 @@ struct CompressionMiddleware: RouterMiddleware {
     let kept = StartOverCache<String, ByteBuffer>(maximumCost: 16 << 20)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let gzip = request.method != .head && Self.acceptsGzip(request.headers[values: .acceptEncoding])
         var response = try await next(request, context)
         guard Self.isCompressible(response.headers[.contentType]) else { return response }
         let vary = response.headers[values: .vary]
         if !vary.contains(where: { $0.lowercased().contains("accept-encoding") }) {
             response.headers[.vary] = (vary + ["Accept-Encoding"]).joined(separator: ", ")
         }
-        guard gzip else { return response }
-        guard response.status != .notModified, response.status != .partialContent, response.headers[.contentEncoding] == nil, response.headers[.contentRange] == nil,
+        // Accept-Encoding is read only for answers that could be compressed, not on every request.
+        guard request.method != .head, Self.acceptsGzip(request.headers[values: .acceptEncoding]),
+            response.status != .notModified, response.status != .partialContent, response.headers[.contentEncoding] == nil, response.headers[.contentRange] == nil,
             let length = response.body.contentLength, (Self.minimumSize...Self.maximumSize).contains(length)
         else { return response }
 

@@ -32,6 +32,9 @@ public final class FoyerMetrics: Sendable {
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
     ]
 
+    /// Made once rather than formatted on every request.
+    private static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
     private let requests = NIOLockedValueBox<[RouteKey: (count: Counter, duration: DurationHistogram)]>([:])
     private let signIns: [SignInOutcome: Counter]
     private let keycloakCalls: [KeycloakCall: (duration: DurationHistogram, failures: Counter)]
@@ -77,7 +80,9 @@ public final class FoyerMetrics: Sendable {
 
     /// One answered HTTP request. `route` is the route's pattern, never the raw path, so the series stay few.
     func recordRequest(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, duration: Duration) {
-        let key = RouteKey(route: route, method: method.rawValue, statusClass: "\(status.code / 100)xx")
+        let hundreds = status.code / 100
+        let statusClass = (1...5).contains(hundreds) ? Self.statusClasses[hundreds - 1] : "\(hundreds)xx"
+        let key = RouteKey(route: route, method: method.rawValue, statusClass: statusClass)
         let handles = requests.withLockedValue { requests in
             if let known = requests[key] { return known }
             let labels = [("route", key.route), ("method", key.method), ("status", key.statusClass)]
