@@ -51,15 +51,20 @@ private final class Silent: ChannelInboundHandler, Sendable {
 }
 
 @Suite struct UpstreamConnectionsTests {
-    private static func upstream(_ received: NIOLockedValueBox<[String]>) async throws -> any Channel {
+    /// An HTTP server on loopback whose connections each get a new `handler()`.
+    private static func upstream(_ handler: @escaping @Sendable () -> any ChannelHandler) async throws -> any Channel {
         try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(ClosingOnSecondRequest(received: received))
+                    try channel.pipeline.syncOperations.addHandler(handler())
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    private static func upstream(_ received: NIOLockedValueBox<[String]>) async throws -> any Channel {
+        try await upstream { ClosingOnSecondRequest(received: received) }
     }
 
     /// All on one event loop, so the second request takes the connection the first one left.
@@ -99,14 +104,7 @@ private final class Silent: ChannelInboundHandler, Sendable {
     }
 
     @Test func anUpstreamThatDoesNotAnswerTimesOut() async throws {
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Silent())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
+        let server = try await Self.upstream { Silent() }
         let connections = try UpstreamConnections(url: "http://127.0.0.1:\(server.localAddress!.port!)/graphql")
         let began = ContinuousClock.now
         await #expect {

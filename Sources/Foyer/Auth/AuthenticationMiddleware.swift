@@ -42,13 +42,6 @@ struct AuthenticationMiddleware: RouterMiddleware {
     }
 }
 
-extension Substring {
-    func trimmingEnds(where unwanted: (Character) -> Bool) -> Substring {
-        guard let first = firstIndex(where: { !unwanted($0) }), let last = lastIndex(where: { !unwanted($0) }) else { return "" }
-        return self[first...last]
-    }
-}
-
 /// Whose token this is: a Foyer session token (opaque), or, when Keycloak is configured, a Keycloak access token
 /// an app got for itself (a JWT).
 struct Authenticator: Sendable {
