@@ -12,10 +12,15 @@ if (!customElements.get("turbo-stream-source")) {
       const url = new URL(this.getAttribute("src"), document.baseURI)
       if (this.dataset.lastEventId) url.searchParams.set("last_event_id", this.dataset.lastEventId)
       this.source = new EventSource(url)
-      this.source.addEventListener("message", (event) => {
-        if (event.lastEventId) this.dataset.lastEventId = event.lastEventId
-      })
       Turbo.connectStreamSource(this.source)
+      // Turbo applies a stream action on the next animation frame, and a visit that started just before may have
+      // swapped the body by then: the action never reached this page. So the id is kept only after the action ran
+      // (this frame callback is queued after Turbo's) and only while this element is still on the page; otherwise
+      // the page keeps the older id and replays the event when restored (appends and prepends replace by id).
+      this.source.addEventListener("message", (event) => {
+        const id = event.lastEventId
+        if (id) requestAnimationFrame(() => { if (this.isConnected) this.dataset.lastEventId = id })
+      })
     }
 
     disconnectedCallback() {

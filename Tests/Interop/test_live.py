@@ -201,6 +201,38 @@ def test_a_page_restored_from_turbos_cache_catches_up(server, browser):  # noqa:
         context.close()
 
 
+def answer_then_write(server, token: str, title: str, delay: float):
+    """A route handler (one argument, as Playwright wants) that lets the answer go, then writes a post."""
+    def handle(route):
+        route.continue_()
+        time.sleep(delay)
+        create_post(server, token, title)
+    return handle
+
+
+def test_a_change_arriving_while_the_page_is_being_left_is_not_lost(server, browser):  # noqa: F811
+    """The post is written just after the next page's answer left Foyer, so its event reaches the old page in the
+    frame Turbo swaps the body: the page must not count that event as seen unless it was applied (a CI failure)."""
+    token = session_token(server)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        for delay_ms in range(0, 32, 2):
+            follow(page, server.url + "/posts")
+            title = f"Written as the page was left {time.time_ns()}"
+
+            page.route("**/sign_in", answer_then_write(server, token, title, delay_ms / 1000))
+            page.click("a:has-text('Sign in')")
+            page.locator("input[name=email]").wait_for()
+            page.unroute("**/sign_in")
+            page.go_back()
+            page.wait_for_url(server.url + "/posts")
+            page.locator("ol.posts li .post-title", has_text=title).wait_for(timeout=2000)
+            assert page.locator("ol.posts li .post-title", has_text=title).count() == 1, f"after {delay_ms} ms"
+    finally:
+        context.close()
+
+
 # --- The stream contract, with a plain HTTP client ----------------------------------------------------------------
 
 def test_streams_are_signed_and_task_streams_need_a_sign_in(server):
