@@ -100,6 +100,18 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where Keycloak sends the browser after signing out (env FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI; default: Foyer's public origin + /)")
     var keycloakPostLogoutRedirectURI: String?
 
+    @Option(help: "Unified Push Server that devices are registered at (env FOYER_PUSH_URL; default: the push service of --mobile-services)")
+    var pushURL: String?
+
+    @Option(help: "Its iOS variant (env FOYER_PUSH_IOS_VARIANT_ID; the secret only from env FOYER_PUSH_IOS_VARIANT_SECRET)")
+    var pushIosVariantId: String?
+
+    @Option(help: "Its Android variant (env FOYER_PUSH_ANDROID_VARIANT_ID; the secret only from env FOYER_PUSH_ANDROID_VARIANT_SECRET)")
+    var pushAndroidVariantId: String?
+
+    @Option(help: "Send task changes to the other users' devices (env FOYER_PUSH_NOTIFY_TASKS; default true when FOYER_PUSH_APPLICATION_ID and FOYER_PUSH_MASTER_SECRET are set)")
+    var pushNotifyTasks: Bool?
+
     @Option(help: "End a session unused this long: 30d, 12h, 45m, 90s or seconds (env FOYER_SESSION_IDLE_TIMEOUT; default 30d)")
     var sessionIdleTimeout: String?
 
@@ -147,6 +159,16 @@ struct Serve: AsyncParsableCommand {
         }
         config.keycloakPostLogoutRedirectURI = keycloakPostLogoutRedirectURI ?? environment["FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI"]
         config.streamSecret = environment["FOYER_STREAM_SECRET"]
+        config.pushURL = pushURL ?? environment["FOYER_PUSH_URL"]
+        config.pushIOSVariantID = pushIosVariantId ?? environment["FOYER_PUSH_IOS_VARIANT_ID"]
+        config.pushAndroidVariantID = pushAndroidVariantId ?? environment["FOYER_PUSH_ANDROID_VARIANT_ID"]
+        config.pushIOSVariantSecret = environment["FOYER_PUSH_IOS_VARIANT_SECRET"]
+        config.pushAndroidVariantSecret = environment["FOYER_PUSH_ANDROID_VARIANT_SECRET"]
+        config.pushApplicationID = environment["FOYER_PUSH_APPLICATION_ID"]
+        config.pushMasterSecret = environment["FOYER_PUSH_MASTER_SECRET"]
+        if let notify = pushNotifyTasks ?? environment["FOYER_PUSH_NOTIFY_TASKS"].flatMap({ Bool($0.lowercased()) }) {
+            config.pushNotifyTasks = notify
+        }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         // Libraries that report through swift-metrics land in the same scrape as Foyer's own metrics.
         let metrics = FoyerMetrics()

@@ -17,19 +17,43 @@ public func buildApplication(
 
     let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
+    let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
+    var services: [any Service] = []
+    let pushRelay = try PushSettings(config: config, mobileServices: mobileServices).map { settings in
+        let http = KeycloakClient.makeHTTPClient()
+        services.append(ClosingService { try await http.shutdown() })
+        let relay = PushRelay(devices: PushDevices(database: database), client: UnifiedPushClient(settings: settings, http: http), logger: logger)
+        services.append(relay)
+        logger.info("Relaying device registrations to Unified Push", metadata: [
+            "url": .string(settings.baseURL), "variants": .string(settings.variants.keys.map(\.displayName).sorted().joined(separator: ", ")),
+            "task_notifications": .stringConvertible(settings.notifyTasks),
+        ])
+        return relay
+    }
     let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
-    let sessions = SessionStore(database: database, lifetime: config.sessionLifetime)
+    // A session that ends takes the push registrations made through it along.
+    let sessions = SessionStore(database: database, lifetime: config.sessionLifetime, ending: pushRelay.map { relay in
+        SessionEnding(inTransaction: { db, ids in try PushDevices.sessionsEnding(ids, db: db) }, afterwards: { relay.wake() })
+    })
     let throttle = SignInThrottle(database: database)
 
-    let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
-    var services: [any Service] = [SessionPruning(sessions: sessions, throttle: throttle, logger: logger)]
+    services.append(SessionPruning(sessions: sessions, throttle: throttle, logger: logger))
     let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, database: database)))
     services.append(LiveHeartbeatService(streams: streams))
     let postStreams = PostStreams(views: views)
     let posts = PostRepository(database: database) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
-    let taskBroadcasts = TaskBroadcasts(streams: streams, fragments: TaskStreams(views: views))
+    let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices)
+    // Foyer's own mutations at a remote task server name their authors, so the upstream's events can skip them.
+    let remoteAuthors = upstream == nil ? nil : RecentTaskAuthors()
+    let taskBroadcasts = TaskBroadcasts(
+        streams: streams, fragments: TaskStreams(views: views),
+        notifications: pushRelay.flatMap { relay in
+            relay.client.settings.notifyTasks
+                ? TaskNotifications(devices: relay.devices, relay: relay, remoteAuthors: remoteAuthors, logger: logger) : nil
+        }
+    )
     let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()
         services.append(ClosingService { try await http.shutdown() })
@@ -49,10 +73,10 @@ public func buildApplication(
         trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime, metrics: metrics
     )
     let graphQL: any GraphQLExecutor
-    if let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices) {
+    if let upstream {
         let connections = try UpstreamConnections(url: upstream.url)
         services.append(ClosingService { connections.close() })
-        graphQL = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: metrics)
+        graphQL = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: metrics, authors: remoteAuthors)
         let (upstreamToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak?.client)
         services.append(UpstreamTaskFeed(
             webSocketURL: upstream.webSocketURL,
@@ -99,9 +123,10 @@ public func buildApplication(
     PostsAPIController(posts: posts).addRoutes(to: router)
     PostsController(posts: posts, views: views, streams: streams, fragments: postStreams).addRoutes(to: router)
     LiveStreamController(streams: streams, metrics: metrics).addRoutes(to: router)
+    DevicesAPIController(relay: pushRelay).addRoutes(to: router)
     let upstreamCredentials: UpstreamCredentialSource = { identity in
         // A Keycloak session relays its own access token; other sessions the configured one, if any.
-        UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken)
+        UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? upstreamToken, userID: identity.userId)
     }
     // Only Keycloak users have realm roles; local accounts are not restricted by role.
     let realmRoles: RealmRoleSource = { identity in try await keycloak?.realmRoles(of: identity) }

@@ -38,6 +38,13 @@ public struct SessionLifetime: Sendable {
     }
 }
 
+/// What must end with a session (its devices' push registrations), done in the transaction that ends it, so
+/// a crash cannot leave half of it done; `afterwards` runs once that transaction is committed.
+struct SessionEnding: Sendable {
+    let inTransaction: @Sendable (Database, _ sessionIDs: [String]) throws -> Void
+    let afterwards: @Sendable () -> Void
+}
+
 /// Creates, finds and revokes sessions by their opaque tokens.
 public struct SessionStore: Sendable {
     /// Writing last_seen_at on every request would turn every read into a write: it moves at most this often, which
@@ -47,10 +54,16 @@ public struct SessionStore: Sendable {
     let database: any DatabaseWriter
     let lifetime: SessionLifetime
     let cache = SessionCache()
+    var ending: SessionEnding?
 
     public init(database: any DatabaseWriter, lifetime: SessionLifetime = SessionLifetime()) {
         self.database = database
         self.lifetime = lifetime
+    }
+
+    init(database: any DatabaseWriter, lifetime: SessionLifetime, ending: SessionEnding?) {
+        self.init(database: database, lifetime: lifetime)
+        self.ending = ending
     }
 
     /// Returns the new session and its token; the token is shown to the client once and only its hash is kept.
@@ -119,25 +132,36 @@ public struct SessionStore: Sendable {
     @discardableResult
     public func prune(now: Date = Date()) async throws -> Int {
         let (idleSince, createdSince) = (now.addingTimeInterval(-lifetime.idleTimeout), now.addingTimeInterval(-lifetime.lifetime))
-        return try await database.write { db in
-            try db.execute(
-                sql: "DELETE FROM sessions WHERE revoked_at <= ? OR last_seen_at <= ? OR created_at <= ?",
-                arguments: [now.addingTimeInterval(-3600), idleSince, createdSince]
-            )
+        let ending = ending
+        let pruned = try await database.write { db in
+            let condition = "revoked_at <= ? OR last_seen_at <= ? OR created_at <= ?"
+            let arguments: StatementArguments = [now.addingTimeInterval(-3600), idleSince, createdSince]
+            if let ending {
+                try ending.inTransaction(db, try String.fetchAll(db, sql: "SELECT id FROM sessions WHERE \(condition)", arguments: arguments))
+            }
+            try db.execute(sql: "DELETE FROM sessions WHERE \(condition)", arguments: arguments)
             return db.changesCount
         }
+        if pruned > 0 { ending?.afterwards() }
+        return pruned
     }
 
     /// Revokes one of the user's sessions; false when the user has no live session with that id.
     public func revoke(id: String, userId: Int64) async throws -> Bool {
+        let ending = ending
         let revoked = try await database.write { db in
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
                 arguments: [Date(), id, userId]
             )
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            try ending?.inTransaction(db, [id])
+            return true
         }
-        if revoked { cache.forget(sessionID: id) }
+        if revoked {
+            cache.forget(sessionID: id)
+            ending?.afterwards()
+        }
         return revoked
     }
 

@@ -57,6 +57,18 @@ public struct FoyerConfig: Sendable {
     public var streamSecret: String?
     /// Sessions end after this long unused, or this long after sign-in (`--session-idle-timeout`, `--session-lifetime`).
     public var sessionLifetime = SessionLifetime()
+    /// A Unified Push Server that devices are registered at (`--push-url`; else the push service of mobile-services.json).
+    public var pushURL: String?
+    public var pushIOSVariantID: String?
+    public var pushAndroidVariantID: String?
+    /// Only ever from the environment.
+    public var pushIOSVariantSecret: String?
+    public var pushAndroidVariantSecret: String?
+    /// The sender API's credentials, only ever from the environment.
+    public var pushApplicationID: String?
+    public var pushMasterSecret: String?
+    /// Send task changes to devices; nil: yes when the sender's credentials are set.
+    public var pushNotifyTasks: Bool?
     /// When set, `GET /metrics` asks for this Bearer token.
     public var metricsToken: String?
     /// Where the metrics are kept; nil: a registry of this application's own (tests build many in one process).

@@ -16,8 +16,19 @@ public struct MobileServices: Sendable {
         public let publicClient: Bool
     }
 
+    /// A Unified Push Server: its URL and, per platform, a variant's id and (in files kept from apps) its secret.
+    struct Push: Sendable {
+        struct Variant: Sendable {
+            let id: String?
+            let secret: String?
+        }
+        let url: String
+        let variants: [PushSettings.Platform: Variant]
+    }
+
     public let syncApp: SyncApp?
     public let keycloak: Keycloak?
+    let push: Push?
     /// The file as read, to serve a client-facing copy from.
     let document: [String: any Sendable]
 
@@ -39,6 +50,7 @@ public struct MobileServices: Sendable {
         guard let services = root["services"] as? [Any] else { throw problem("services must be an array") }
         var syncApp: SyncApp?
         var keycloak: Keycloak?
+        var push: Push?
         for (index, entry) in services.enumerated() {
             guard let service = entry as? [String: Any], let type = service["type"] as? String else {
                 throw problem("services[\(index)] must be an object with a type")
@@ -57,24 +69,38 @@ public struct MobileServices: Sendable {
                     throw problem("services[\(index)] (keycloak) needs config.auth-server-url, config.realm and config.resource")
                 }
                 keycloak = Keycloak(authServerURL: server, realm: realm, clientID: resource, publicClient: Self.flag(config["public-client"]))
+            case "push":
+                guard let url = service["url"] as? String, URL(string: url)?.host != nil else {
+                    throw problem("services[\(index)] (push) needs a url")
+                }
+                var variants: [PushSettings.Platform: Push.Variant] = [:]
+                for platform in PushSettings.Platform.allCases {
+                    guard let variant = config[platform.rawValue] as? [String: Any] else { continue }
+                    variants[platform] = Push.Variant(
+                        id: (variant["variantId"] ?? variant["variantID"]) as? String, secret: variant["variantSecret"] as? String
+                    )
+                }
+                push = Push(url: url, variants: variants)
             default:
-                break  // push and anything newer: served on as they are, minus secrets
+                break  // anything newer: served on as it is, minus secrets
             }
         }
         self.syncApp = syncApp
         self.keycloak = keycloak
+        self.push = push
         self.document = Self.sendable(root) as? [String: any Sendable] ?? [:]
     }
 
     /// What Foyer serves when no file was given: no services yet; `clientFacing` adds the ones Foyer provides.
     static let embedded = MobileServices(
-        syncApp: nil, keycloak: nil,
+        syncApp: nil, keycloak: nil, push: nil,
         document: ["version": 1, "namespace": "foyer", "clientId": "foyer", "clusterName": "foyer", "services": [any Sendable]()]
     )
 
-    private init(syncApp: SyncApp?, keycloak: Keycloak?, document: [String: any Sendable]) {
+    private init(syncApp: SyncApp?, keycloak: Keycloak?, push: Push?, document: [String: any Sendable]) {
         self.syncApp = syncApp
         self.keycloak = keycloak
+        self.push = push
         self.document = document
     }
 

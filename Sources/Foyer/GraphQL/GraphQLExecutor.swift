@@ -30,9 +30,11 @@ enum SubscriptionEvent: Sendable {
     case refused(ByteBuffer)
 }
 
-/// What the upstream should see of the caller: the bearer token to attach, if any.
+/// What the upstream should see of the caller: the bearer token to attach, if any. `userID` is whom Foyer runs the
+/// request for, so the changes it makes can be told apart from other users' (push notifications skip the author).
 struct UpstreamCredentials: Sendable {
     var bearerToken: String?
+    var userID: Int64? = nil
 }
 
 /// The upstream credentials of a signed-in caller: a configured static token, or their session's Keycloak access
@@ -92,9 +94,12 @@ struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         let result: GraphQLResult
         do {
-            result = try await graphql(
-                schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
-            )
+            // The store's events fire during the execution: they learn their author from it.
+            result = try await TaskChangeAuthor.$userID.withValue(credentials.userID) {
+                try await graphql(
+                    schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
+                )
+            }
         } catch let error as GraphQLError {
             // Syntax errors are thrown rather than returned; clients expect them in `errors` all the same.
             result = GraphQLResult(errors: [error])

@@ -116,6 +116,33 @@ public enum FoyerDatabase {
             try db.alter(table: "keycloak_tokens") { t in t.add(column: "keycloak_session_id", .text) }
             try db.create(index: "keycloak_tokens_by_session_id", on: "keycloak_tokens", columns: ["keycloak_session_id"])
         }
+        migrator.registerMigration("v10: push devices and their outbox") { db in
+            // A device's token belongs to one user at a time; the session it was registered through ends it.
+            try db.create(table: "push_devices") { t in
+                t.primaryKey("token", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("session_id", .text).indexed().references("sessions", onDelete: .setNull)
+                t.column("platform", .text).notNull()
+                t.column("operating_system", .text)
+                t.column("os_version", .text)
+                t.column("categories", .text).notNull().defaults(to: "[]")
+                t.column("state", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            // What Unified Push has yet to hear, in order: registrations, removals and messages.
+            try db.create(table: "push_outbox") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("operation", .text).notNull()
+                t.column("device_token", .text).indexed()
+                t.column("platform", .text)
+                t.column("old_device_token", .text)
+                t.column("body", .blob)
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("last_error", .text)
+                t.column("created_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -52,8 +52,11 @@ struct TaskStreams: Sendable {
 struct TaskBroadcasts: Sendable {
     let streams: LiveStreams
     let fragments: TaskStreams
+    /// Devices hear of changes too, when push notifications for tasks are on.
+    var notifications: TaskNotifications? = nil
 
     func publish(_ kind: TaskEvents.Kind, _ task: TaskItem) {
+        notifications?.taskChanged(kind, task)
         let html = switch kind {
         case .added: fragments.added(task)
         case .updated: fragments.updated(task)
