@@ -20,7 +20,7 @@ public func buildApplication(
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     var services: [any Service] = []
     let pushRelay = try PushSettings(config: config, mobileServices: mobileServices).map { settings in
-        let http = KeycloakClient.makeHTTPClient()
+        let http = UnifiedPushClient.makeHTTPClient()
         services.append(ClosingService { try await http.shutdown() })
         let relay = PushRelay(devices: PushDevices(database: database), client: UnifiedPushClient(settings: settings, http: http), logger: logger)
         services.append(relay)

@@ -47,7 +47,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return Response.json(Body(error: invalid.fullMessages.joined(separator: "; "), errors: invalid.errors), status: .unprocessableContent)
         }
         let (status, title, message) = Self.describe(error)
-        if status.code >= 500 {
+        // 501 is a feature this server was not configured for: the answer says so, the log need not.
+        if status.code >= 500, status != .notImplemented {
             context.logger.error("request failed: \(String(reflecting: error))")
         }
         if request.wantsJSON {

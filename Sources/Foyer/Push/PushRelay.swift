@@ -36,9 +36,14 @@ final class PushRelay: Service, Sendable {
     /// Something was queued: work through the outbox now.
     func wake() { doorbell.ring() }
 
-    /// Wakes the relay and waits (a bounded time) for what becomes of one operation.
+    /// Why the last attempt failed, while UPS is failing; nil once it takes operations again.
+    private let failing = NIOLockedValueBox<String?>(nil)
+
+    /// Wakes the relay and waits (a bounded time) for what becomes of one operation. While UPS is known to be
+    /// failing the answer is "pending" at once: apps need not wait out another failed attempt.
     func outcome(of operation: Int64, waitingUpTo limit: Duration = .seconds(4)) async -> Outcome {
         wake()
+        if let reason = failing.withLockedValue({ $0 }) { return .pending(reason) }
         return await outcomes.wait(for: operation, upTo: limit) ?? .pending("Unified Push has not answered yet")
     }
 
@@ -46,7 +51,9 @@ final class PushRelay: Service, Sendable {
         await cancelWhenGracefulShutdown {
             var failures = 0
             while !Task.isCancelled {
-                if let reason = await self.deliverQueued() {
+                let reason = await self.deliverQueued()
+                self.failing.withLockedValue { $0 = reason }
+                if let reason {
                     failures += 1
                     self.outcomes.resolveAllWaiting(.pending(reason))
                     let delay = min(Self.maximumBackoff, pow(2, Double(min(failures - 1, 8)))) * Double.random(in: 0.8...1.2)

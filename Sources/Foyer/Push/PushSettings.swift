@@ -3,7 +3,7 @@ import Foundation
 /// The Unified Push Server Foyer relays device registrations to, and sends through: from flags and env, else from
 /// the `push` service of mobile-services.json. Secrets come from the environment (or that file, which apps never
 /// get a copy of with secrets in it). Half a configuration is a start-up error naming what is missing.
-struct PushSettings: Sendable {
+struct PushSettings: Sendable, Equatable {
     enum Platform: String, Sendable, Codable, CaseIterable {
         case ios, android
 
@@ -12,7 +12,7 @@ struct PushSettings: Sendable {
     }
 
     /// A UPS variant: the registry endpoints take `variantID:secret` as HTTP Basic.
-    struct Credentials: Sendable {
+    struct Credentials: Sendable, Equatable {
         let id: String
         let secret: String
 

@@ -19,6 +19,15 @@ struct UnifiedPushClient: Sendable {
     let settings: PushSettings
     let http: HTTPClient
 
+    /// AsyncHTTPClient keeps retrying a refused connection until the connect timeout: that timeout is how long an
+    /// app waits for its 202 while UPS is down, so it is short (UPS is normally a LAN hop away).
+    static func makeHTTPClient() -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(2)))
+        )
+    }
+
     /// `x-ag-old-token` tells UPS the device's previous token, which it drops.
     func register(_ body: Data, platform: PushSettings.Platform, oldToken: String?) async -> Answer {
         guard let variant = settings.variants[platform] else { return .refused(status: 0, detail: "no \(platform.displayName) variant is configured") }
