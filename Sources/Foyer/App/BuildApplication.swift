@@ -45,14 +45,12 @@ public func buildApplication(
     let postStreams = PostStreams(views: views)
     let posts = PostRepository(database: database) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
     let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices)
+    let notifyTasks = pushRelay.flatMap { $0.client.settings.notifyTasks ? $0 : nil }
     // Foyer's own mutations at a remote task server name their authors, so the upstream's events can skip them.
-    let remoteAuthors = upstream == nil ? nil : RecentTaskAuthors()
+    let remoteAuthors = upstream != nil && notifyTasks != nil ? RecentTaskAuthors() : nil
     let taskBroadcasts = TaskBroadcasts(
         streams: streams, fragments: TaskStreams(views: views),
-        notifications: pushRelay.flatMap { relay in
-            relay.client.settings.notifyTasks
-                ? TaskNotifications(devices: relay.devices, relay: relay, remoteAuthors: remoteAuthors, logger: logger) : nil
-        }
+        notifications: notifyTasks.map { TaskNotifications(devices: $0.devices, relay: $0, remoteAuthors: remoteAuthors, logger: logger) }
     )
     let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()

@@ -51,10 +51,10 @@ struct DevicesAPIController {
         var (device, operation) = try await relay.devices.register(registration, userId: identity.userId, sessionId: identity.session?.id)
         let status: HTTPResponse.Status
         switch await relay.outcome(of: operation) {
-        case .delivered:
+        case .done:
             device = try await relay.devices.device(token: device.token, userId: identity.userId) ?? device
             status = .created
-        case .pending:
+        case .unavailable:
             status = .accepted
         case .refused(let code, let detail):
             throw Self.refusal(code, detail: detail, platform: registration.platform)
@@ -83,9 +83,9 @@ struct DevicesAPIController {
         let token = try Self.token(in: context)
         guard let operation = try await relay.devices.unregister(token: token, userId: identity.userId) else { throw Self.notYours }
         switch await relay.outcome(of: operation) {
-        case .delivered:
+        case .done:
             return Response(status: .noContent)
-        case .pending(let reason):
+        case .unavailable(let reason):
             struct Pending: Encodable {
                 let deviceToken: String
                 let state = "unregistering"

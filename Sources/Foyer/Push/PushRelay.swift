@@ -13,13 +13,9 @@ final class PushRelay: Service, Sendable {
     /// An operation UPS could not take for this long is given up, and logged.
     static let maximumAge: TimeInterval = 24 * 3600
 
-    /// What became of an operation, for a request that waits to answer 201 or 202.
-    enum Outcome: Sendable, Equatable {
-        case delivered
-        case refused(status: Int, detail: String)
-        /// Kept in the outbox: UPS is away, or did not answer in time.
-        case pending(String)
-    }
+    /// What became of an operation, for a request that waits to answer 201 or 202: UPS's answer, where
+    /// `unavailable` means it is kept in the outbox (UPS is away, or did not answer in time).
+    typealias Outcome = UnifiedPushClient.Answer
 
     let devices: PushDevices
     let client: UnifiedPushClient
@@ -43,8 +39,8 @@ final class PushRelay: Service, Sendable {
     /// failing the answer is "pending" at once: apps need not wait out another failed attempt.
     func outcome(of operation: Int64, waitingUpTo limit: Duration = .seconds(4)) async -> Outcome {
         wake()
-        if let reason = failing.withLockedValue({ $0 }) { return .pending(reason) }
-        return await outcomes.wait(for: operation, upTo: limit) ?? .pending("Unified Push has not answered yet")
+        if let reason = failing.withLockedValue({ $0 }) { return .unavailable(reason) }
+        return await outcomes.wait(for: operation, upTo: limit) ?? .unavailable("Unified Push has not answered yet")
     }
 
     func run() async {
@@ -55,7 +51,7 @@ final class PushRelay: Service, Sendable {
                 self.failing.withLockedValue { $0 = reason }
                 if let reason {
                     failures += 1
-                    self.outcomes.resolveAllWaiting(.pending(reason))
+                    self.outcomes.resolveAllWaiting(.unavailable(reason))
                     let delay = min(Self.maximumBackoff, pow(2, Double(min(failures - 1, 8)))) * Double.random(in: 0.8...1.2)
                     await self.doorbell.wait(upTo: .milliseconds(Int(delay * 1000)))
                 } else {
@@ -99,20 +95,20 @@ final class PushRelay: Service, Sendable {
             switch answer {
             case .done:
                 try await devices.delivered(operation)
-                outcomes.resolve(id, .delivered)
+                outcomes.resolve(id, .done)
             case .refused(let status, let detail):
                 try await devices.abandoned(operation)
                 logger.error("Unified Push refused \(describe(operation)) with \(status): \(detail)\(Self.hint(status))")
-                outcomes.resolve(id, .refused(status: status, detail: detail))
+                outcomes.resolve(id, answer)
             case .unavailable(let reason):
                 if Date().timeIntervalSince(operation.createdAt) > Self.maximumAge {
                     try await devices.abandoned(operation)
-                    logger.error("Gave up \(describe(operation)) after \(operation.attempts + 1) attempts over a day: \(reason)")
+                    logger.error("Gave up on \(describe(operation)) after \(operation.attempts + 1) attempts over a day: \(reason)")
                     return nil
                 }
                 try await devices.failed(operation, reason: reason)
-                logger.warning("\(describe(operation).prefix(1).uppercased() + describe(operation).dropFirst()) waits in the outbox: \(reason)")
-                outcomes.resolve(id, .pending(reason))
+                logger.warning("Unified Push cannot take \(describe(operation)) yet; it waits in the outbox: \(reason)")
+                outcomes.resolve(id, answer)
                 return reason
             }
         } catch {
@@ -124,8 +120,8 @@ final class PushRelay: Service, Sendable {
 
     private func describe(_ operation: PushOperation) -> String {
         switch operation.operation {
-        case .register: "registering a \(operation.platform?.displayName ?? "") device"
-        case .unregister: "unregistering a \(operation.platform?.displayName ?? "") device"
+        case .register: "the registration of an \(operation.platform?.displayName ?? "unknown") device"
+        case .unregister: "the removal of an \(operation.platform?.displayName ?? "unknown") device"
         case .send: "a message (outbox #\(operation.id ?? 0))"
         }
     }

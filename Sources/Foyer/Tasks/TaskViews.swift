@@ -48,7 +48,7 @@ struct TaskStreams: Sendable {
 }
 
 /// Task changes from whichever source sees them (the embedded service's events, the upstream's subscription),
-/// sent to every open task page.
+/// sent to every open task page, and to devices when push notifications are on.
 struct TaskBroadcasts: Sendable {
     let streams: LiveStreams
     let fragments: TaskStreams
