@@ -30,12 +30,26 @@ struct FoyerCommand: AsyncParsableCommand {
 
 /// Options every command takes. A flag wins over its environment variable, which wins over the default.
 struct CommonOptions: ParsableArguments {
-    @Option(help: "SQLite database file, or :memory: (env FOYER_DATABASE; default foyer.sqlite)")
+    @Option(help: "SQLite database file, :memory:, or postgres://user:password@host:port/db?sslmode=… to share one among instances (env FOYER_DATABASE; default foyer.sqlite)")
     var database: String?
 
     var databasePath: String {
         database ?? ProcessInfo.processInfo.environment["FOYER_DATABASE"] ?? "foyer.sqlite"
     }
+
+    /// The database opened and up to date; a clear message and exit 1 when that cannot be.
+    func openStore() async throws -> Store {
+        do {
+            return try await Store.open(databasePath, logger: Logger(label: "foyer"))
+        } catch let error as PostgresStore.Unreachable {
+            FileHandle.standardError.write(Data("Foyer cannot start: \(error)\n".utf8))
+            throw ExitCode.failure
+        } catch let error as PostgresLocation.Invalid {
+            throw ValidationError("--database: \(error)")
+        }
+    }
+
+    var redactedDatabase: String { (try? StoreLocation(databasePath).description) ?? databasePath }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -178,8 +192,9 @@ struct Serve: AsyncParsableCommand {
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]
         )
+        let store = try await common.openStore()
         do {
-            let app = try await buildApplication(config)
+            let app = try await buildApplication(config, store: store)
             // runService stops gracefully on SIGTERM and SIGINT: in-flight requests finish first.
             try await app.runService()
         } catch let error as StartupError {
@@ -209,8 +224,9 @@ struct Migrate: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
-        _ = try FoyerDatabase.openAndMigrate(path: common.databasePath)
-        print("Database \(common.databasePath) is up to date.")
+        let store = try await common.openStore()
+        if case .postgres(let postgres) = store { postgres.close() }
+        print("Database \(common.redactedDatabase) is up to date.")
     }
 }
 
@@ -234,9 +250,10 @@ struct AddUser: AsyncParsableCommand {
         guard let line = readLine(strippingNewline: true), !line.isEmpty else {
             throw ValidationError("Give the password on standard input, e.g. `echo 'secret password' | foyer user add \(email)`")
         }
-        let database = try FoyerDatabase.openAndMigrate(path: common.databasePath)
+        let store = try await common.openStore()
+        defer { if case .postgres(let postgres) = store { postgres.close() } }
         do {
-            let user = try await UserRepository(database: database).create(email: email, password: line)
+            let user = try await UserRepository(store: store).create(email: email, password: line)
             print("Created user \(user.id ?? 0) <\(user.email)>.")
         } catch let error as UserError {
             throw ValidationError(error.description)

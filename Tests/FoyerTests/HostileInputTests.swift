@@ -129,7 +129,7 @@ func jwtShaped(_ header: String, _ claims: String, signature: String = "") -> St
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
         let store = SessionStore(database: database)
         let keycloak = KeycloakSessions(
-            client: KeycloakClient(settings: settings, http: http, metrics: FoyerMetrics()), database: database, sessions: store, trustProxy: false, logger: .init(label: "test")
+            client: KeycloakClient(settings: settings, http: http, metrics: FoyerMetrics()), store: .sqlite(database), sessions: store, trustProxy: false, logger: .init(label: "test")
         )
         let ada = try await keycloak.user(for: ["sub": "ada-sub", "email": "ada@example.org"])
         var opened: [(sid: String, token: String)] = []

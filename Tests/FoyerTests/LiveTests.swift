@@ -16,8 +16,8 @@ import Glibc
 @Suite struct LiveStreamTests {
     @Test func streamNamesAreSignedAndAnAlteredOneIsRefused() async throws {
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let secret = try await StreamNames.secret(configured: nil, database: database)
-        #expect(try await StreamNames.secret(configured: nil, database: database) == secret, "the generated secret is kept")
+        let secret = try await StreamNames.secret(configured: nil, store: .sqlite(database))
+        #expect(try await StreamNames.secret(configured: nil, store: .sqlite(database)) == secret, "the generated secret is kept")
         let names = StreamNames(secret: secret)
         let signed = names.signed("tasks")
         #expect(names.verify(signed) == "tasks")
@@ -298,7 +298,7 @@ final class RawStream {
 @Suite struct SharedSubscriptionTests {
     @Test func subscribersOfTheSameRequestShareOneFeedThatEndsWithTheLastOne() async throws {
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)))
         let added = GraphQLRequest(query: "subscription { taskAdded { id title } }")
         let credentials = UpstreamCredentials(bearerToken: nil)
         let other = try await executor.subscribe(GraphQLRequest(query: "subscription { taskDeleted { id } }"), credentials: credentials)

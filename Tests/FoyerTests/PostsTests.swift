@@ -234,7 +234,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
         var config = harness.config
         config.demoAccount = .init(email: "demo@example.com", password: "demo password")
-        let app = try await buildApplication(config, database: database)
+        let app = try await buildApplication(config, store: .sqlite(database))
         try await app.test(.router) { client in
             // The demo account is made after the server starts listening; /healthz says when.
             for _ in 0..<100 {

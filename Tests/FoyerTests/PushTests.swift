@@ -3,6 +3,7 @@ import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import Testing
 
@@ -189,8 +190,12 @@ import Testing
 
         // A session that expires unused goes the same way when it is pruned.
         let sessions = SessionStore(
-            database: harness.database, lifetime: SessionLifetime(),
-            ending: SessionEnding(inTransaction: { db, ids in try PushDevices.sessionsEnding(ids, db: db) }, afterwards: {})
+            store: harness.store, lifetime: SessionLifetime(),
+            ending: SessionEnding(
+                sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
+                postgres: { connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: Logger(label: "test")) },
+                afterwards: {}
+            )
         )
         try await sessions.prune(now: Date().addingTimeInterval(400 * 86_400))
         #expect(try await Self.outbox(harness.database).map { "\($0.0) \($0.1 ?? "")" } == ["unregister \(Self.iosToken)", "unregister \(other)"])

@@ -3,10 +3,12 @@ import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import Testing
 
 @testable import Foyer
+import PostgresNIO
 
 /// The repository root, so tests use the real Templates/, Public/ and path_configuration.json.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
@@ -18,12 +20,18 @@ struct TestUser {
     let password: String
 }
 
-/// An app on an in-memory database holding two users, Ada and Bob.
+/// An app on a fresh database holding two users, Ada and Bob: in-memory SQLite unless told otherwise.
 struct TestHarness {
-    let database: any DatabaseWriter
+    let store: Store
     let config: FoyerConfig
 
-    init(configure: (inout FoyerConfig) -> Void = { _ in }) async throws {
+    /// For tests that look at SQLite's rows themselves.
+    var database: any DatabaseWriter {
+        guard case .sqlite(let database) = store else { preconditionFailure("this test reads SQLite's rows") }
+        return database
+    }
+
+    init(_ kind: TestStoreKind = .sqlite, configure: (inout FoyerConfig) -> Void = { _ in }) async throws {
         var config = FoyerConfig()
         config.databasePath = ":memory:"
         config.resourcesDirectory = packageRoot
@@ -33,8 +41,8 @@ struct TestHarness {
         config.port = 0  // live tests: any free port
         configure(&config)
         self.config = config
-        database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let users = UserRepository(database: database, passwordHashCost: 4)
+        store = try await Store.fresh(kind)
+        let users = UserRepository(store: store, passwordHashCost: 4)
         for user in [TestUser.ada, .bob] {
             try await users.create(email: user.email, password: user.password)
         }
@@ -44,8 +52,43 @@ struct TestHarness {
     func test<Value: Sendable>(
         _ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
-        let app = try await buildApplication(config, database: database)
+        let app = try await buildApplication(config, store: store)
         return try await app.test(setup, body)
+    }
+}
+
+/// The stores tests run on: SQLite always, PostgreSQL too when the test command started a cluster for them and
+/// said where in FOYER_TEST_POSTGRES_URL (scripts/test does).
+enum TestStoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+
+    static let postgresURL = ProcessInfo.processInfo.environment["FOYER_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    static let available: [TestStoreKind] = postgresURL == nil ? [.sqlite] : allCases
+
+    var testDescription: String { rawValue }
+}
+
+extension Store {
+    /// A fresh store with Foyer's schema: in-memory SQLite, or a PostgreSQL schema of its own on the test cluster.
+    static func fresh(_ kind: TestStoreKind) async throws -> Store {
+        switch kind {
+        case .sqlite:
+            return .sqlite(try FoyerDatabase.openAndMigrate(path: ":memory:"))
+        case .postgres:
+            let url = try #require(TestStoreKind.postgresURL, "FOYER_TEST_POSTGRES_URL names no test cluster (scripts/test starts one)")
+            let location = try PostgresLocation(url: url)
+            let schema = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            var logger = Logger(label: "test-postgres")
+            logger.logLevel = .warning
+            let admin = try await PostgresStore.open(location, logger: logger)
+            try await admin.query("CREATE SCHEMA \(unescaped: schema)")
+            admin.close()
+            return .postgres(try await PostgresStore.open(location, schema: schema, logger: logger))
+        }
+    }
+
+    func close() {
+        if case .postgres(let store) = self { store.close() }
     }
 }
 

@@ -7,22 +7,25 @@ import Logging
 import ServiceLifecycle
 
 /// Wiring only: opens what the features need and gives each its routes.
-/// Pass `database` to share one already open (tests do); otherwise the configured file is opened and migrated.
+/// Pass `store` to share one already open (tests do); otherwise the configured database is opened and migrated.
 public func buildApplication(
-    _ config: FoyerConfig, database: (any DatabaseWriter)? = nil
+    _ config: FoyerConfig, store: Store? = nil
 ) async throws -> some ApplicationProtocol {
     var logger = Logger(label: "foyer", metadataProvider: RequestTrace.metadataProvider)
     logger.logLevel = config.logLevel
     let metrics = config.metrics ?? FoyerMetrics()
 
-    let database = try database ?? FoyerDatabase.openAndMigrate(path: config.databasePath)
+    var services: [any Service] = []
+    let store = if let store { store } else { try await Store.open(config.databasePath, logger: logger) }
+    if case .postgres(let postgres) = store {
+        services.append(ClosingService { postgres.close() })
+    }
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
-    var services: [any Service] = []
     let pushRelay = try PushSettings(config: config, mobileServices: mobileServices).map { settings in
         let http = UnifiedPushClient.makeHTTPClient()
         services.append(ClosingService { try await http.shutdown() })
-        let relay = PushRelay(devices: PushDevices(database: database), client: UnifiedPushClient(settings: settings, http: http), logger: logger)
+        let relay = PushRelay(devices: PushDevices(store: store), client: UnifiedPushClient(settings: settings, http: http), logger: logger)
         services.append(relay)
         logger.info("Relaying device registrations to Unified Push", metadata: [
             "url": .string(settings.baseURL), "variants": .string(settings.variants.keys.map(\.displayName).sorted().joined(separator: ", ")),
@@ -30,20 +33,24 @@ public func buildApplication(
         ])
         return relay
     }
-    let users = UserRepository(database: database, passwordHashCost: config.passwordHashCost)
+    let users = UserRepository(store: store, passwordHashCost: config.passwordHashCost)
     // A session that ends takes the push registrations made through it along.
-    let sessions = SessionStore(database: database, lifetime: config.sessionLifetime, ending: pushRelay.map { relay in
-        SessionEnding(inTransaction: { db, ids in try PushDevices.sessionsEnding(ids, db: db) }, afterwards: { relay.wake() })
+    let sessions = SessionStore(store: store, lifetime: config.sessionLifetime, ending: pushRelay.map { relay in
+        SessionEnding(
+            sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
+            postgres: { [logger] connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: logger) },
+            afterwards: { relay.wake() }
+        )
     })
-    let throttle = SignInThrottle(database: database)
+    let throttle = SignInThrottle(store: store)
 
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSettings != nil)
     services.append(SessionPruning(sessions: sessions, throttle: throttle, logger: logger))
-    let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, database: database)))
+    let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)))
     services.append(LiveHeartbeatService(streams: streams))
     let postStreams = PostStreams(views: views)
-    let posts = PostRepository(database: database) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
+    let posts = PostRepository(store: store) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
     let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices)
     let notifyTasks = pushRelay.flatMap { $0.client.settings.notifyTasks ? $0 : nil }
     // Foyer's own mutations at a remote task server name their authors, so the upstream's events can skip them.
@@ -57,7 +64,7 @@ public func buildApplication(
         services.append(ClosingService { try await http.shutdown() })
         logger.info("Signing in with Keycloak", metadata: ["realm": .string(settings.realmURL), "client": .string(settings.clientID)])
         return KeycloakSessions(
-            client: KeycloakClient(settings: settings, http: http, metrics: metrics), database: database, sessions: sessions,
+            client: KeycloakClient(settings: settings, http: http, metrics: metrics), store: store, sessions: sessions,
             trustProxy: config.trustProxy, logger: logger
         )
     }
@@ -85,7 +92,7 @@ public func buildApplication(
             broadcasts: taskBroadcasts, logger: logger
         ))
     } else {
-        let embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(database: database))
+        let embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: store))
         embedded.events.observe { kind, task in taskBroadcasts.publish(kind, task.item) }
         graphQL = embedded
     }
@@ -105,7 +112,7 @@ public func buildApplication(
     router.add(middleware: AuthenticationMiddleware(authenticator: authenticator))
     router.add(middleware: CSRFMiddleware())
 
-    HealthController(database: database, readiness: readiness).addRoutes(to: router)
+    HealthController(store: store, readiness: readiness).addRoutes(to: router)
     MetricsController(metrics: metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
@@ -129,7 +136,7 @@ public func buildApplication(
     // Only Keycloak users have realm roles; local accounts are not restricted by role.
     let realmRoles: RealmRoleSource = { identity in try await keycloak?.realmRoles(of: identity) }
     GraphQLController(executor: graphQL, credentials: upstreamCredentials).addRoutes(to: router)
-    let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), database: database, metrics: metrics)
+    let taskRepository = TaskRepository(client: TaskClient(executor: graphQL), copies: store.taskCopyStorage, metrics: metrics)
     TasksController(
         tasks: taskRepository, views: views, credentials: upstreamCredentials, roles: realmRoles, streams: streams,
         fragments: taskBroadcasts.fragments

@@ -6,7 +6,7 @@ import NIOConcurrencyHelpers
 /// For load balancers and orchestrators. `/up`: the process answers (liveness, no I/O);
 /// `/healthz`: 200 when the database answers and start-up work is done, 503 when not (readiness).
 struct HealthController {
-    let database: any DatabaseWriter
+    let store: Store
     let readiness: Readiness
 
     func addRoutes(to router: FoyerRouter) {
@@ -18,7 +18,7 @@ struct HealthController {
                 return Response.json(["status": "starting", "database": "ok"], status: .serviceUnavailable)
             }
             do {
-                _ = try await database.read { try Int.fetchOne($0, sql: "SELECT 1") }
+                try await store.ping()
                 return Response.json(["status": "ok", "database": "ok"], status: .ok)
             } catch {
                 context.logger.error("health check: database failed: \(error)")

@@ -38,32 +38,25 @@ public struct SessionLifetime: Sendable {
     }
 }
 
-/// What must end with a session (its devices' push registrations), done in the transaction that ends it, so
-/// a crash cannot leave half of it done; `afterwards` runs once that transaction is committed.
-struct SessionEnding: Sendable {
-    let inTransaction: @Sendable (Database, _ sessionIDs: [String]) throws -> Void
-    let afterwards: @Sendable () -> Void
-}
-
 /// Creates, finds and revokes sessions by their opaque tokens.
 public struct SessionStore: Sendable {
     /// Writing last_seen_at on every request would turn every read into a write: it moves at most this often, which
     /// is also how early an idle session may end (a tenth of the idle timeout at most).
     var lastSeenResolution: TimeInterval { min(SessionCache.lifetime, lifetime.idleTimeout / 10) }
 
-    let database: any DatabaseWriter
+    let storage: any SessionStorage
     let lifetime: SessionLifetime
     let cache = SessionCache()
-    var ending: SessionEnding?
+    let ending: SessionEnding?
 
-    public init(database: any DatabaseWriter, lifetime: SessionLifetime = SessionLifetime()) {
-        self.database = database
+    init(store: Store, lifetime: SessionLifetime = SessionLifetime(), ending: SessionEnding? = nil) {
+        self.storage = store.sessionStorage(ending: ending)
         self.lifetime = lifetime
+        self.ending = ending
     }
 
-    init(database: any DatabaseWriter, lifetime: SessionLifetime, ending: SessionEnding?) {
-        self.init(database: database, lifetime: lifetime)
-        self.ending = ending
+    public init(database: any DatabaseWriter, lifetime: SessionLifetime = SessionLifetime()) {
+        self.init(store: .sqlite(database), lifetime: lifetime)
     }
 
     /// Returns the new session and its token; the token is shown to the client once and only its hash is kept.
@@ -82,7 +75,7 @@ public struct SessionStore: Sendable {
             lastSeenAt: now,
             revokedAt: nil
         )
-        try await database.write { db in try session.insert(db) }
+        try await storage.insert(session)
         return (session, token)
     }
 
@@ -96,22 +89,12 @@ public struct SessionStore: Sendable {
             return cached
         }
         let tokenHash = Self.hash(token: token)
-        let found = try await database.read { db -> (AuthSession, User)? in
-            guard let session = try AuthSession
-                .filter(Column("token_hash") == tokenHash && Column("revoked_at") == nil)
-                .fetchOne(db),
-                let user = try User.fetchOne(db, key: session.userId)
-            else { return nil }
-            return (session, user)
-        }
+        let found = try await storage.find(tokenHash: tokenHash)
         guard let (foundSession, user) = found, lifetime.isLive(foundSession, now: now) else { return nil }
         var session = foundSession
         if now.timeIntervalSince(session.lastSeenAt) > lastSeenResolution {
             session.lastSeenAt = now
-            let id = session.id
-            try await database.write { db in
-                try db.execute(sql: "UPDATE sessions SET last_seen_at = ? WHERE id = ?", arguments: [now, id])
-            }
+            try await storage.touch(sessionID: session.id, at: now)
         }
         cache.store(session, user, token: token, now: now)
         return (session, user)
@@ -119,45 +102,24 @@ public struct SessionStore: Sendable {
 
     /// The user's live sessions, most recently used first.
     public func list(userId: Int64, now: Date = Date()) async throws -> [AuthSession] {
-        try await database.read { db in
-            try AuthSession
-                .filter(Column("user_id") == userId && Column("revoked_at") == nil)
-                .order(Column("last_seen_at").desc, Column("created_at").desc)
-                .fetchAll(db)
-        }.filter { lifetime.isLive($0, now: now) }
+        try await storage.unrevoked(userId: userId).filter { lifetime.isLive($0, now: now) }
     }
 
     /// Deletes sessions that can no longer be used: revoked (an hour ago: signing out still reads the Keycloak tokens
     /// of the session it revoked), idle too long, or too old. Their Keycloak tokens go with them. Returns how many went.
     @discardableResult
     public func prune(now: Date = Date()) async throws -> Int {
-        let (idleSince, createdSince) = (now.addingTimeInterval(-lifetime.idleTimeout), now.addingTimeInterval(-lifetime.lifetime))
-        let ending = ending
-        let pruned = try await database.write { db in
-            let condition = "revoked_at <= ? OR last_seen_at <= ? OR created_at <= ?"
-            let arguments: StatementArguments = [now.addingTimeInterval(-3600), idleSince, createdSince]
-            if let ending {
-                try ending.inTransaction(db, try String.fetchAll(db, sql: "SELECT id FROM sessions WHERE \(condition)", arguments: arguments))
-            }
-            try db.execute(sql: "DELETE FROM sessions WHERE \(condition)", arguments: arguments)
-            return db.changesCount
-        }
+        let pruned = try await storage.delete(
+            revokedBefore: now.addingTimeInterval(-3600), lastSeenBefore: now.addingTimeInterval(-lifetime.idleTimeout),
+            createdBefore: now.addingTimeInterval(-lifetime.lifetime)
+        )
         if pruned > 0 { ending?.afterwards() }
         return pruned
     }
 
     /// Revokes one of the user's sessions; false when the user has no live session with that id.
     public func revoke(id: String, userId: Int64) async throws -> Bool {
-        let ending = ending
-        let revoked = try await database.write { db in
-            try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
-                arguments: [Date(), id, userId]
-            )
-            guard db.changesCount > 0 else { return false }
-            try ending?.inTransaction(db, [id])
-            return true
-        }
+        let revoked = try await storage.revoke(id: id, userId: userId, at: Date())
         if revoked {
             cache.forget(sessionID: id)
             ending?.afterwards()

@@ -10,7 +10,15 @@ struct SignInThrottle: Sendable {
     static let perLogin = 5
     static let perClient = 20
 
-    let database: any DatabaseWriter
+    let storage: any SignInFailureStorage
+
+    init(store: Store) {
+        storage = store.signInFailureStorage
+    }
+
+    init(database: any DatabaseWriter) {
+        self.init(store: .sqlite(database))
+    }
 
     /// Thrown instead of checking a password; `retryAfter` in whole seconds, for the `Retry-After` header.
     struct Throttled: Error {
@@ -41,29 +49,7 @@ struct SignInThrottle: Sendable {
     func begin(login: String, clientIP: String?, now: Date = Date()) async throws -> Attempt {
         let since = now.addingTimeInterval(-Self.window)
         let keys = Self.keys(login: login, clientIP: clientIP)
-        let (reopensAt, rowIDs) = try await database.write { db -> (Date?, [Int64]) in
-            var latest: Date?
-            for (key, limit) in keys {
-                let count = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM sign_in_failures WHERE key = ? AND failed_at > ?", arguments: [key, since]
-                ) ?? 0
-                guard count >= limit else { continue }
-                // Open again once enough of these failures have left the window to be under the limit.
-                let expiring = try Date.fetchOne(
-                    db, sql: "SELECT failed_at FROM sign_in_failures WHERE key = ? AND failed_at > ? ORDER BY failed_at LIMIT 1 OFFSET ?",
-                    arguments: [key, since, count - limit]
-                )
-                if let reopens = expiring?.addingTimeInterval(Self.window), reopens > latest ?? .distantPast { latest = reopens }
-            }
-            if latest != nil { return (latest, []) }
-            var rowIDs: [Int64] = []
-            for (key, _) in keys {
-                try db.execute(sql: "INSERT INTO sign_in_failures (key, failed_at) VALUES (?, ?)", arguments: [key, now])
-                rowIDs.append(db.lastInsertedRowID)
-            }
-            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [since])
-            return (nil, rowIDs)
-        }
+        let (reopensAt, rowIDs) = try await storage.countAttempt(keys: keys, since: since, now: now, window: Self.window)
         if let reopensAt {
             throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))))
         }
@@ -72,25 +58,18 @@ struct SignInThrottle: Sendable {
 
     /// The attempt could not be judged (the realm did not answer): it does not count.
     func abandon(_ attempt: Attempt) async throws {
-        try await database.write { db in
-            for id in attempt.rowIDs { try db.execute(sql: "DELETE FROM sign_in_failures WHERE id = ?", arguments: [id]) }
-        }
+        try await storage.delete(rowIDs: attempt.rowIDs, alsoKey: nil)
     }
 
     /// Drops failures that no longer count (`begin` does too; this catches the quiet hours).
     func prune(now: Date = Date()) async throws {
-        try await database.write { db in
-            try db.execute(sql: "DELETE FROM sign_in_failures WHERE failed_at <= ?", arguments: [now.addingTimeInterval(-Self.window)])
-        }
+        try await storage.deleteBefore(now.addingTimeInterval(-Self.window))
     }
 
     /// The account's owner got in: this attempt and their earlier typos no longer count. (The client's earlier
     /// failures stay: one right password must not buy an attacker twenty more guesses at other accounts.)
     func succeeded(_ attempt: Attempt, login: String) async throws {
         let key = "login:" + User.normalize(email: login)
-        try await database.write { db in
-            for id in attempt.rowIDs { try db.execute(sql: "DELETE FROM sign_in_failures WHERE id = ?", arguments: [id]) }
-            try db.execute(sql: "DELETE FROM sign_in_failures WHERE key = ?", arguments: [key])
-        }
+        try await storage.delete(rowIDs: attempt.rowIDs, alsoKey: key)
     }
 }

@@ -51,12 +51,16 @@ public enum UserError: Error, CustomStringConvertible {
 /// Local accounts: email plus bcrypt password hash.
 public struct UserRepository: Sendable {
     public static let minimumPasswordLength = 8
-    let database: any DatabaseWriter
+    let storage: any UserStorage
     let passwords: Passwords
 
-    public init(database: any DatabaseWriter, passwordHashCost: UInt8 = 12) {
-        self.database = database
+    public init(store: Store, passwordHashCost: UInt8 = 12) {
+        self.storage = store.userStorage
         self.passwords = Passwords(cost: passwordHashCost)
+    }
+
+    public init(database: any DatabaseWriter, passwordHashCost: UInt8 = 12) {
+        self.init(store: .sqlite(database), passwordHashCost: passwordHashCost)
     }
 
     @discardableResult
@@ -70,27 +74,17 @@ public struct UserRepository: Sendable {
             throw UserError.passwordTooShort(minimum: Self.minimumPasswordLength)
         }
         let hash = try await passwords.hash(password)
-        do {
-            return try await database.write { db in
-                var user = User(id: nil, email: email, passwordHash: hash, createdAt: Date())
-                try user.insert(db)
-                return user
-            }
-        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
-            throw UserError.emailTaken(email)
-        }
+        return try await storage.insert(email: email, passwordHash: hash, keycloakSubject: nil, at: Date())
     }
 
     public func count() async throws -> Int {
-        try await database.read { try User.fetchCount($0) }
+        try await storage.count()
     }
 
     /// The user whose email and password match, or nil. Takes as long for an unknown email as for a wrong password.
     public func authenticate(email: String, password: String) async throws -> User? {
         let normalized = User.normalize(email: email)
-        let user = try await database.read { db in
-            try User.filter(Column("email") == normalized).fetchOne(db)
-        }
+        let user = try await storage.find(email: normalized)
         guard let user, !user.signsInWithKeycloak else {
             try await passwords.verifyDecoy(password)
             return nil

@@ -28,43 +28,29 @@ struct TaskVersionConflict: Error {
 }
 
 struct EmbeddedTaskStore: Sendable {
-    let database: any DatabaseWriter
+    let storage: any EmbeddedTaskStorage
 
-    /// `after` is a numeric offset, as in the showcase server.
+    init(store: Store) {
+        storage = store.embeddedTaskStorage
+    }
+
     func all(first: Int?, after: Int) async throws -> [TaskRecord] {
-        try await database.read { db in
-            try TaskRecord.order(Column("id")).limit(first ?? -1, offset: after).fetchAll(db)
-        }
+        try await storage.all(first: first, after: after)
     }
 
     func find(id: Int64) async throws -> TaskRecord? {
-        try await database.read { db in try TaskRecord.fetchOne(db, key: id) }
+        try await storage.find(id: id)
     }
 
     func create(title: String, description: String, status: String) async throws -> TaskRecord {
-        try await database.write { db in
-            var task = TaskRecord(id: nil, title: title, description: description, status: status, version: 1)
-            try task.insert(db)
-            return task
-        }
+        try await storage.insert(title: title, description: description, status: status)
     }
 
-    /// Applies the changes when `version` is the stored one, and bumps it; nil when there is no such task.
     func update(id: Int64, version: Int, title: String?, description: String?, status: String?) async throws -> TaskRecord? {
-        try await database.write { db in
-            guard var task = try TaskRecord.fetchOne(db, key: id) else { return nil }
-            guard task.version == version else { throw TaskVersionConflict(serverState: task) }
-            if let title { task.title = title }
-            if let description { task.description = description }
-            if let status { task.status = status }
-            task.version += 1
-            try task.update(db)
-            return task
-        }
+        try await storage.update(id: id, version: version, title: title, description: description, status: status)
     }
 
-    /// The task as it was before it went, for the `taskDeleted` subscribers; nil when there was no such task.
     func delete(id: Int64) async throws -> TaskRecord? {
-        try await database.write { db in try TaskRecord.fetchOne(db, key: id).map { task in try task.delete(db); return task } }
+        try await storage.delete(id: id)
     }
 }

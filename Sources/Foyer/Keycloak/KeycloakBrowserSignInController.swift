@@ -50,11 +50,8 @@ struct KeycloakBrowserSignInController {
             redirectUri: request.publicOrigin(trustProxy: signIn.trustProxy) + Self.callbackPath, returnTo: returnTo, createdAt: Date()
         )
         let endpoints = try await keycloak.client.endpoints()
-        try await keycloak.database.write { db in
-            // Abandoned attempts go when new ones come.
-            try KeycloakSignInAttempt.filter(Column("created_at") < Date().addingTimeInterval(-KeycloakSignInAttempt.lifetime)).deleteAll(db)
-            try attempt.insert(db)
-        }
+        // Abandoned attempts go when new ones come.
+        try await keycloak.storage.insert(attempt, droppingOlderThan: Date().addingTimeInterval(-KeycloakSignInAttempt.lifetime))
         let parameters = [
             "response_type": "code", "client_id": keycloak.client.settings.clientID, "redirect_uri": attempt.redirectUri,
             "scope": "openid email profile", "state": attempt.state, "nonce": attempt.nonce,
@@ -120,11 +117,8 @@ struct KeycloakBrowserSignInController {
 
     /// Single use: the attempt is gone once its callback came, whatever the outcome.
     private func take(_ state: String) async throws -> KeycloakSignInAttempt? {
-        try await keycloak.database.write { db in
-            guard let attempt = try KeycloakSignInAttempt.fetchOne(db, key: state) else { return nil }
-            try attempt.delete(db)
-            return attempt.createdAt.timeIntervalSinceNow > -KeycloakSignInAttempt.lifetime ? attempt : nil
-        }
+        guard let attempt = try await keycloak.storage.take(state: state) else { return nil }
+        return attempt.createdAt.timeIntervalSinceNow > -KeycloakSignInAttempt.lifetime ? attempt : nil
     }
 
     /// The sign-in page again, saying what went wrong, with the way to start over.

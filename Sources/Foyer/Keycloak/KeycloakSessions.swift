@@ -28,16 +28,18 @@ final class KeycloakSessions: Sendable {
 
     let client: KeycloakClient
     let verifier: KeycloakTokenVerifier
-    let database: any DatabaseWriter
+    let storage: any KeycloakStorage
+    let users: any UserStorage
     let sessions: SessionStore
     let trustProxy: Bool
     let logger: Logger
     private let refreshing = NIOLockedValueBox<[String: Task<String, any Error>]>([:])
 
-    init(client: KeycloakClient, database: any DatabaseWriter, sessions: SessionStore, trustProxy: Bool, logger: Logger) {
+    init(client: KeycloakClient, store: Store, sessions: SessionStore, trustProxy: Bool, logger: Logger) {
         self.client = client
         verifier = KeycloakTokenVerifier(client: client)
-        self.database = database
+        self.storage = store.keycloakStorage
+        self.users = store.userStorage
         self.sessions = sessions
         self.trustProxy = trustProxy
         self.logger = logger
@@ -66,9 +68,7 @@ final class KeycloakSessions: Sendable {
             let verified = try await verifier.verify(
                 token, issuers: try await acceptedIssuers(for: request), use: .accessToken(audiences: client.settings.audiences)
             )
-            let known = try await database.read { db in
-                try User.filter(Column("keycloak_subject") == verified.subject).fetchOne(db)
-            }
+            let known = try await users.find(keycloakSubject: verified.subject)
             var claims = verified.claims
             if let known, claims["email"] as? String == nil || claims["email"] as? String == known.email {
                 return Identity(user: known, keycloakToken: verified)
@@ -125,31 +125,16 @@ final class KeycloakSessions: Sendable {
         let username = claims["preferred_username"] as? String ?? subject
         // Without an email claim the user still needs a unique one here: a name under the realm, never deliverable.
         let email = claimedEmail ?? "\(username)@\(client.settings.realm).keycloak.invalid"
-        return try await database.write { db in
-            if var user = try User.filter(Column("keycloak_subject") == subject).fetchOne(db) {
-                let taken = try User.filter(Column("email") == email && Column("id") != user.id).fetchCount(db) > 0
-                // A token without an email says nothing about it: the address we know stays.
-                if claimedEmail != nil, user.email != email, !taken {
-                    user.email = email
-                    try user.update(db)
-                }
-                return user
-            }
-            if var local = try User.filter(Column("email") == email).fetchOne(db) {
-                guard local.keycloakSubject == nil, emailVerified else {
-                    throw AppError(
-                        .conflict, title: "Account exists",
-                        message: "Another account already uses \(email); Keycloak has not verified that this address is yours"
-                    )
-                }
-                local.keycloakSubject = subject
-                try local.update(db)
-                return local
-            }
-            var user = User(id: nil, email: email, passwordHash: User.noLocalPassword, createdAt: Date(), keycloakSubject: subject)
-            try user.insert(db)
-            return user
+        let user = try await users.keycloakUser(subject: subject, email: email, newEmail: claimedEmail) { local in
+            local.keycloakSubject == nil && emailVerified
         }
+        guard let user else {
+            throw AppError(
+                .conflict, title: "Account exists",
+                message: "Another account already uses \(email); Keycloak has not verified that this address is yours"
+            )
+        }
+        return user
     }
 
     func keep(_ tokens: KeycloakTokenSet, forSession sessionID: String, previousRefreshToken: String? = nil) async throws {
@@ -162,7 +147,7 @@ final class KeycloakSessions: Sendable {
             accessExpiresAt: Date().addingTimeInterval(TimeInterval(tokens.expiresIn)),
             keycloakSessionId: claims["sid"] as? String ?? claims["session_state"] as? String
         )
-        try await database.write { db in try record.save(db) }
+        try await storage.save(record)
     }
 
     /// The access token to relay for this session, refreshed first when it expires within `refreshMargin`;
@@ -174,7 +159,8 @@ final class KeycloakSessions: Sendable {
         // Parallel refreshes with one refresh token fail at Keycloak ("Stale token"): all callers share one.
         let refresh = refreshing.withLockedValue { running in
             if let refresh = running[sessionID] { return refresh }
-            let refresh = Task { try await self.refreshNow(identity) }
+            // …and so do instances sharing a database: the others wait, then find the new tokens stored.
+            let refresh = Task { try await self.storage.exclusively(refreshing: sessionID) { try await self.refreshNow(identity) } }
             running[sessionID] = refresh
             return refresh
         }
@@ -219,27 +205,7 @@ final class KeycloakSessions: Sendable {
     /// it). Every Foyer session opened with that realm session ends too; with no `sid`, every session of `sub`.
     /// Nothing is sent back to Keycloak: its side is over already. Returns how many sessions ended.
     func endSessions(keycloakSession sid: String?, subject: String?) async throws -> Int {
-        let ended = try await database.read { db -> [(id: String, userId: Int64)] in
-            let rows: [Row]
-            if let sid, !sid.isEmpty {
-                var sql = "SELECT s.id, s.user_id FROM sessions s JOIN keycloak_tokens k ON k.session_id = s.id WHERE k.keycloak_session_id = ? AND s.revoked_at IS NULL"
-                var arguments: StatementArguments = [sid]
-                if let subject, !subject.isEmpty {
-                    sql += " AND s.user_id IN (SELECT id FROM users WHERE keycloak_subject = ?)"
-                    arguments += [subject]
-                }
-                rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
-            } else if let subject, !subject.isEmpty {
-                rows = try Row.fetchAll(
-                    db,
-                    sql: "SELECT s.id, s.user_id FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.keycloak_subject = ? AND s.revoked_at IS NULL",
-                    arguments: [subject]
-                )
-            } else {
-                rows = []
-            }
-            return rows.map { ($0["id"], $0["user_id"]) }
-        }
+        let ended = try await storage.sessions(keycloakSession: sid, subject: subject)
         for session in ended {
             try await forget(session.id)
             _ = try await sessions.revoke(id: session.id, userId: session.userId)
@@ -252,10 +218,10 @@ final class KeycloakSessions: Sendable {
     }
 
     func tokens(ofSession sessionID: String) async throws -> KeycloakTokenRecord? {
-        try await database.read { db in try KeycloakTokenRecord.fetchOne(db, key: sessionID) }
+        try await storage.tokens(ofSession: sessionID)
     }
 
     private func forget(_ sessionID: String) async throws {
-        _ = try await database.write { db in try KeycloakTokenRecord.deleteOne(db, key: sessionID) }
+        try await storage.deleteTokens(ofSession: sessionID)
     }
 }

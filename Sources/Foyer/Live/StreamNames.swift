@@ -33,18 +33,8 @@ struct StreamNames: Sendable {
 
     /// The configured secret, or the one this database keeps: generated on first start, so signed names stay valid
     /// across restarts (an open page reconnects with the name it was given).
-    static func secret(configured: String?, database: any DatabaseWriter) async throws -> Data {
+    static func secret(configured: String?, store: Store) async throws -> Data {
         if let configured, !configured.isEmpty { return Data(configured.utf8) }
-        return try await database.write { db in
-            if let stored = try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = 'stream_names'") {
-                return stored
-            }
-            var generator = SystemRandomNumberGenerator()
-            let secret = Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
-            try db.execute(
-                sql: "INSERT INTO server_secrets (name, value, created_at) VALUES ('stream_names', ?, ?)", arguments: [secret, Date()]
-            )
-            return secret
-        }
+        return try await store.serverSecret(named: "stream_names")
     }
 }

@@ -2,19 +2,19 @@ import Foundation
 import GRDB
 import NIOConcurrencyHelpers
 
-/// Posts in SQLite, with their authors. Writes bump `generation`, which tells caches built on reads to let go.
+/// Posts, with their authors. Writes bump `generation`, which tells caches built on reads to let go.
 public struct PostRepository: Sendable {
-    let database: any DatabaseWriter
+    let storage: any PostStorage
     let generation = Generation()
     /// Told of every write once it is stored (live pages follow posts through it).
     let onChange: @Sendable (PostChange) -> Void
 
     public init(database: any DatabaseWriter) {
-        self.init(database: database, onChange: { _ in })
+        self.init(store: .sqlite(database), onChange: { _ in })
     }
 
-    init(database: any DatabaseWriter, onChange: @escaping @Sendable (PostChange) -> Void) {
-        self.database = database
+    init(store: Store, onChange: @escaping @Sendable (PostChange) -> Void) {
+        self.storage = store.postStorage
         self.onChange = onChange
     }
 
@@ -36,26 +36,14 @@ public struct PostRepository: Sendable {
         var hasPrevious: Bool { number > 1 }
     }
 
-    private static let selectWithAuthor = """
-        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
-        """
-
     /// Newest first.
     func page(_ paging: Paging) async throws -> Page {
-        try await database.read { db in
-            let rows = try Row.fetchAll(
-                db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
-                arguments: [paging.perPage, paging.offset]
-            )
-            let total = try Post.fetchCount(db)
-            return Page(posts: try rows.map(Self.published), total: total, number: paging.page, perPage: paging.perPage)
-        }
+        let (posts, total) = try await storage.page(limit: paging.perPage, offset: paging.offset)
+        return Page(posts: posts, total: total, number: paging.page, perPage: paging.perPage)
     }
 
     public func find(id: Int64) async throws -> PublishedPost? {
-        try await database.read { db in
-            try Row.fetchOne(db, sql: Self.selectWithAuthor + " WHERE posts.id = ?", arguments: [id]).map(Self.published)
-        }
+        try await storage.find(id: id)
     }
 
     func create(_ changes: PostChanges, author: User) async throws -> PublishedPost {
@@ -64,11 +52,7 @@ public struct PostRepository: Sendable {
         let now = Date()
         var post = Post(id: nil, title: "", content: "", authorId: authorId, createdAt: now, updatedAt: now)
         changes.apply(to: &post)
-        let saved = try await database.write { [post] db in
-            var post = post
-            try post.insert(db)
-            return post
-        }
+        let saved = try await storage.insert(post)
         generation.bump()
         let published = PublishedPost(post: saved, author: author.publicView)
         onChange(.created(published))
@@ -81,7 +65,7 @@ public struct PostRepository: Sendable {
         var post = published.post
         changes.apply(to: &post)
         post.updatedAt = Date()
-        try await database.write { [post] db in try post.update(db) }
+        try await storage.update(post)
         generation.bump()
         let updated = PublishedPost(post: post, author: published.author)
         onChange(.updated(updated))
@@ -89,7 +73,7 @@ public struct PostRepository: Sendable {
     }
 
     func delete(id: Int64) async throws {
-        let deleted = try await database.write { db in try Post.deleteOne(db, key: id) }
+        let deleted = try await storage.delete(id: id)
         generation.bump()
         if deleted { onChange(.deleted(id: id)) }
     }
@@ -115,11 +99,6 @@ public struct PostRepository: Sendable {
     }
 
     public func count() async throws -> Int {
-        try await database.read { try Post.fetchCount($0) }
-    }
-
-    private static func published(_ row: Row) throws -> PublishedPost {
-        let post = try Post(row: row)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: row["author_email"]))
+        try await storage.count()
     }
 }

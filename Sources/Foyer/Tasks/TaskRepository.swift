@@ -1,12 +1,11 @@
 import Foundation
-import GRDB
 
 /// Tasks as the pages see them: live from the GraphQL server when it answers, and otherwise the last good
 /// answer, kept per user in SQLite. Writes go to the server only: while it is unreachable they fail with a 503
 /// and change nothing. Every read tries the server first, so pages are live again as soon as it is back.
 struct TaskRepository: Sendable {
     let client: TaskClient
-    let database: any DatabaseWriter
+    let copies: any TaskCopyStorage
     let metrics: FoyerMetrics
 
     /// A value and, when it came from the offline copy, when that copy was made.
@@ -43,9 +42,7 @@ struct TaskRepository: Sendable {
         let deleted = try await write { try await client.delete(id: id, credentials: credentials) }
         let userId = identity.userId
         // A deleted task must not come back from the offline copy.
-        try await database.write { db in
-            try db.execute(sql: "DELETE FROM task_cache WHERE user_id = ? AND key = ?", arguments: [userId, "task:\(id)"])
-        }
+        try await copies.drop(userId: userId, key: "task:\(id)")
         return deleted
     }
 
@@ -53,18 +50,10 @@ struct TaskRepository: Sendable {
         do {
             let value = try await live()
             let body = try JSONEncoder().encode(value)
-            try await database.write { db in
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO task_cache (user_id, key, body, cached_at) VALUES (?, ?, ?, ?)",
-                    arguments: [userId, key, body, Date()]
-                )
-            }
+            try await copies.keep(body, userId: userId, key: key, at: Date())
             return Read(value: value, offlineCopyFrom: nil)
         } catch let error as GraphQLUpstreamError where error.meansUnreachable {
-            let copy = try await database.read { db -> (body: Data, cachedAt: Date)? in
-                try Row.fetchOne(db, sql: "SELECT body, cached_at FROM task_cache WHERE user_id = ? AND key = ?", arguments: [userId, key])
-                    .map { ($0["body"], $0["cached_at"]) }
-            }
+            let copy = try await copies.copy(userId: userId, key: key)
             guard let copy, let value = try? JSONDecoder().decode(Value.self, from: copy.body) else { throw error }
             metrics.offlineAnswers.increment()
             return Read(value: value, offlineCopyFrom: copy.cachedAt)

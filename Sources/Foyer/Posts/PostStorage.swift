@@ -1,0 +1,128 @@
+import Foundation
+import GRDB
+import PostgresNIO
+
+/// The rows behind `PostRepository`: posts with their authors' emails.
+protocol PostStorage: Sendable {
+    /// Newest first, and how many there are in all.
+    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int)
+    func find(id: Int64) async throws -> PublishedPost?
+    /// The post with its new id.
+    func insert(_ post: Post) async throws -> Post
+    func update(_ post: Post) async throws
+    func delete(id: Int64) async throws -> Bool
+    func count() async throws -> Int
+}
+
+extension Store {
+    var postStorage: any PostStorage {
+        switch self {
+        case .sqlite(let database): SQLitePostStorage(database: database)
+        case .postgres(let store): PostgresPostStorage(store: store)
+        }
+    }
+}
+
+struct SQLitePostStorage: PostStorage {
+    let database: any DatabaseWriter
+
+    private static let selectWithAuthor = """
+        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
+        """
+
+    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
+        try await database.read { db in
+            let rows = try Row.fetchAll(
+                db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?", arguments: [limit, offset]
+            )
+            return (try rows.map(Self.published), try Post.fetchCount(db))
+        }
+    }
+
+    func find(id: Int64) async throws -> PublishedPost? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: Self.selectWithAuthor + " WHERE posts.id = ?", arguments: [id]).map(Self.published)
+        }
+    }
+
+    func insert(_ post: Post) async throws -> Post {
+        try await database.write { [post] db in
+            var post = post
+            try post.insert(db)
+            return post
+        }
+    }
+
+    func update(_ post: Post) async throws {
+        try await database.write { db in try post.update(db) }
+    }
+
+    func delete(id: Int64) async throws -> Bool {
+        try await database.write { db in try Post.deleteOne(db, key: id) }
+    }
+
+    func count() async throws -> Int {
+        try await database.read { try Post.fetchCount($0) }
+    }
+
+    private static func published(_ row: Row) throws -> PublishedPost {
+        let post = try Post(row: row)
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: row["author_email"]))
+    }
+}
+
+struct PostgresPostStorage: PostStorage {
+    let store: PostgresStore
+
+    private static let selectWithAuthor = """
+        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
+        """
+
+    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
+        // One round trip: the total rides on every row (and is asked alone when the page is past the end).
+        let rows = try await store.query("""
+            SELECT posts.*, users.email AS author_email, count(*) OVER () AS total
+            FROM posts JOIN users ON users.id = posts.author_id
+            ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit) OFFSET \(offset)
+            """)
+        let total = if let first = rows.first { try first.makeRandomAccess()["total"].decode(Int.self) } else { try await count() }
+        return (try rows.map(Self.published), total)
+    }
+
+    func find(id: Int64) async throws -> PublishedPost? {
+        try await store.query("\(unescaped: Self.selectWithAuthor) WHERE posts.id = \(id)").first.map(Self.published)
+    }
+
+    func insert(_ post: Post) async throws -> Post {
+        var inserted = post
+        inserted.id = try await store.query("""
+            INSERT INTO posts (title, content, author_id, created_at, updated_at)
+            VALUES (\(post.title), \(post.content), \(post.authorId), \(post.createdAt), \(post.updatedAt)) RETURNING id
+            """)[0].decode(Int64.self)
+        return inserted
+    }
+
+    func update(_ post: Post) async throws {
+        try await store.query("""
+            UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt) WHERE id = \(post.id)
+            """)
+    }
+
+    func delete(id: Int64) async throws -> Bool {
+        try await !store.query("DELETE FROM posts WHERE id = \(id) RETURNING id").isEmpty
+    }
+
+    func count() async throws -> Int {
+        try await store.query("SELECT count(*) FROM posts")[0].decode(Int.self)
+    }
+
+    private static func published(_ row: PostgresRow) throws -> PublishedPost {
+        let row = row.makeRandomAccess()
+        let post = Post(
+            id: try row["id"].decode(Int64.self), title: try row["title"].decode(String.self), content: try row["content"].decode(String.self),
+            authorId: try row["author_id"].decode(Int64.self), createdAt: try row["created_at"].decode(Date.self),
+            updatedAt: try row["updated_at"].decode(Date.self)
+        )
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: try row["author_email"].decode(String.self)))
+    }
+}
