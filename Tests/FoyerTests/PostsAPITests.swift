@@ -15,8 +15,8 @@ import Testing
         }
     }
 
-    @Test func listHasTheDocumentedShapeOnBothPaths() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func listHasTheDocumentedShapeOnBothPaths(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
             let id = try await createPost(client, token: token, title: "Shaped", content: "Body")
@@ -36,8 +36,8 @@ import Testing
         }
     }
 
-    @Test func pagingWithLinkHeader() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func pagingWithLinkHeader(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
             for number in 1...5 { _ = try await createPost(client, token: token, title: "P\(number)") }

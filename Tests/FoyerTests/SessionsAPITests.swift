@@ -139,8 +139,8 @@ import Testing
         }
     }
 
-    @Test func revokingTheCurrentSessionStopsItsTokenAndExpiresTheCookie() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func revokingTheCurrentSessionStopsItsTokenAndExpiresTheCookie(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
             try await client.execute(uri: "/api/v1/sessions/current", method: .delete, headers: bearer(token)) { response in
@@ -157,8 +157,8 @@ import Testing
         }
     }
 
-    @Test func listsAndRevokesOwnSessionsById() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func listsAndRevokesOwnSessionsById(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (phone, phoneSession) = try await signIn(client, userAgent: "Phone")
             let (laptop, _) = try await signIn(client, userAgent: "Laptop")

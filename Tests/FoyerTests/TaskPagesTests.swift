@@ -29,8 +29,8 @@ import Testing
         }
     }
 
-    @Test func createShowListAndJSON() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func createShowListAndJSON(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)
             try await client.execute(uri: "/tasks/new", method: .get, headers: session.headers) { response in
@@ -91,8 +91,8 @@ import Testing
         }
     }
 
-    @Test func aStaleEditIsA409WithBothVersionsAndARetryOnTheLatest() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func aStaleEditIsA409WithBothVersionsAndARetryOnTheLatest(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)
             let path = try await createTask(client, session, title: "Shared")
@@ -118,8 +118,8 @@ import Testing
         }
     }
 
-    @Test func deleteThenTheTaskIsA404() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func deleteThenTheTaskIsA404(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)
             let path = try await createTask(client, session, title: "Short-lived")

@@ -87,6 +87,12 @@ extension Store {
         }
     }
 
+    /// Another pool on the same PostgreSQL tables, as a second instance has.
+    static func reopen(_ store: Store) async throws -> Store {
+        guard case .postgres(let postgres) = store else { return store }
+        return .postgres(try await PostgresStore.open(postgres.location, schema: postgres.schema, logger: postgres.logger))
+    }
+
     func close() {
         if case .postgres(let store) = self { store.close() }
     }

@@ -22,8 +22,8 @@ import Testing
         }
     }
 
-    @Test func signInFormRedirects303ToThePageFirstAskedFor() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func signInFormRedirects303ToThePageFirstAskedFor(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             try await client.execute(uri: "/sign_in", method: .get, headers: browserHeaders) { response in
                 #expect(response.status == .ok)
@@ -110,8 +110,8 @@ import Testing
         }
     }
 
-    @Test func signOutRevokesAndRedirectsHome() async throws {
-        let harness = try await TestHarness()
+    @Test(arguments: TestStoreKind.available) func signOutRevokesAndRedirectsHome(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
         try await harness.test { client in
             for signOut in [("/sign_out", HTTPRequest.Method.post), ("/session", .delete)] {
                 let (token, _) = try await signIn(client)

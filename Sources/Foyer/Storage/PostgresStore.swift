@@ -8,6 +8,8 @@ import PostgresNIO
 public final class PostgresStore: Sendable {
     let client: PostgresClient
     let location: PostgresLocation
+    /// Where the tables are, when not in the database's default schema (tests).
+    let schema: String?
     let logger: Logger
     private let running: Task<Void, Never>
 
@@ -40,6 +42,7 @@ public final class PostgresStore: Sendable {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.location = location
+        self.schema = schema
         self.logger = logger
         self.running = Task { await client.run() }
     }

@@ -1,0 +1,306 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import Foyer
+
+/// Every repository on every store: the same calls must give the same answers on SQLite and on PostgreSQL.
+@Suite struct StorageTests {
+    static let kinds = TestStoreKind.available
+
+    private func users(_ store: Store) -> UserRepository { UserRepository(store: store, passwordHashCost: 4) }
+
+    @Test(arguments: kinds) func usersAreUniqueByEmailWhateverItsCaseAndSignInWithTheirPassword(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: " Ada@Example.com", password: "long enough")
+        #expect(ada.id != nil && ada.email == "ada@example.com")
+        await #expect(throws: UserError.self) { try await users(store).create(email: "ADA@example.com", password: "long enough too") }
+        #expect(try await users(store).count() == 1)
+        #expect(try await users(store).authenticate(email: "ADA@example.com", password: "long enough")?.id == ada.id)
+        #expect(try await users(store).authenticate(email: "ada@example.com", password: "wrong one") == nil)
+        #expect(try await users(store).authenticate(email: "nobody@example.com", password: "long enough") == nil)
+    }
+
+    @Test(arguments: kinds) func keycloakUsersAreFoundLinkedOrProvisioned(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let local = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let storage = store.userStorage
+        // Unverified: the local account is not linked.
+        #expect(try await storage.keycloakUser(subject: "sub-1", email: "ada@example.com", newEmail: "ada@example.com") { _ in false } == nil)
+        let linked = try #require(try await storage.keycloakUser(subject: "sub-1", email: "ada@example.com", newEmail: "ada@example.com") { _ in true })
+        #expect(linked.id == local.id && linked.keycloakSubject == "sub-1")
+        // Found by subject again; the email follows the realm's when it is free…
+        let moved = try #require(try await storage.keycloakUser(subject: "sub-1", email: "ada@new.example", newEmail: "ada@new.example") { _ in false })
+        #expect(moved.id == local.id && moved.email == "ada@new.example")
+        #expect(try await storage.find(keycloakSubject: "sub-1")?.email == "ada@new.example")
+        // …and stays when another account has it.
+        _ = try await users(store).create(email: "bob@example.com", password: "long enough")
+        let kept = try #require(try await storage.keycloakUser(subject: "sub-1", email: "bob@example.com", newEmail: "bob@example.com") { _ in false })
+        #expect(kept.email == "ada@new.example")
+        let provisioned = try #require(try await storage.keycloakUser(subject: "sub-2", email: "cy@example.com", newEmail: nil) { _ in false })
+        #expect(provisioned.id != local.id && provisioned.signsInWithKeycloak && provisioned.keycloakSubject == "sub-2")
+    }
+
+    @Test(arguments: kinds) func sessionsAreFoundByTokenListedRevokedAndPruned(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let ended = EndedSessions()
+        let sessions = SessionStore(store: store, lifetime: SessionLifetime(idleTimeout: 3600, lifetime: 86_400), ending: ended.hook)
+        let (first, firstToken) = try await sessions.create(for: ada, userAgent: "Phone", ipAddress: "10.0.0.1")
+        let (second, secondToken) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
+        let found = try #require(try await sessions.find(token: firstToken))
+        #expect(found.0.id == first.id && found.0.userAgent == "Phone" && found.1.email == "ada@example.com")
+        #expect(try await sessions.find(token: "not a token") == nil)
+        #expect(Set(try await sessions.list(userId: ada.id!).map(\.id)) == [first.id, second.id])
+
+        #expect(try await sessions.revoke(id: first.id, userId: ada.id!))
+        #expect(try await !sessions.revoke(id: first.id, userId: ada.id!), "revoked once")
+        #expect(try await sessions.find(token: firstToken) == nil)
+        #expect(try await sessions.list(userId: ada.id!).map(\.id) == [second.id])
+        #expect(ended.ids == [first.id])
+
+        // Idle past the timeout: pruned, with its devices' hook, and its token no longer works.
+        #expect(try await sessions.prune(now: Date().addingTimeInterval(7200)) == 2)
+        #expect(Set(ended.ids) == [first.id, second.id])
+        #expect(try await sessions.find(token: secondToken, now: Date().addingTimeInterval(7200)) == nil)
+    }
+
+    @Test(arguments: kinds) func postsArePagedNewestFirstWithTheirAuthors(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let changes = ChangeLog()
+        let posts = PostRepository(store: store) { changes.append($0) }
+        var made: [PublishedPost] = []
+        for number in 1...5 {
+            made.append(try await posts.create(PostChanges(title: "Post \(number)", content: "Body \(number)"), author: ada))
+        }
+        let generation = posts.generation.current
+        let page = try await posts.storage.page(limit: 2, offset: 2)
+        #expect(page.posts.map(\.post.title) == ["Post 3", "Post 2"] && page.total == 5)
+        #expect(page.posts.allSatisfy { $0.author.email == "ada@example.com" })
+        #expect(try await posts.storage.page(limit: 2, offset: 10).total == 5, "past the end still counts")
+
+        let updated = try await posts.update(made[0], with: PostChanges(title: "First, edited", content: nil))
+        #expect(try await posts.find(id: made[0].id)?.post.title == "First, edited")
+        #expect(try await posts.find(id: made[0].id)?.post.content == "Body 1")
+        #expect(updated.post.updatedAt >= made[0].post.updatedAt)
+        await #expect(throws: ValidationFailed.self) { try await posts.create(PostChanges(title: " ", content: nil), author: ada) }
+        try await posts.delete(id: made[1].id)
+        #expect(try await posts.find(id: made[1].id) == nil)
+        #expect(try await posts.count() == 4)
+        #expect(posts.generation.current > generation)
+        #expect(changes.kinds == ["created", "created", "created", "created", "created", "updated", "deleted"])
+    }
+
+    @Test(arguments: kinds) func signInFailuresThrottleALoginAndARightPasswordClearsIt(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let throttle = SignInThrottle(store: store)
+        let now = Date()
+        for _ in 0..<SignInThrottle.perLogin {
+            _ = try await throttle.begin(login: "Ada@example.com", clientIP: "10.0.0.1", now: now)
+        }
+        await #expect(throws: SignInThrottle.Throttled.self) { try await throttle.begin(login: "ada@example.com", clientIP: "10.0.0.2", now: now) }
+        // Another login from the same client is not throttled yet; once its window passed, the login is free again.
+        let other = try await throttle.begin(login: "bob@example.com", clientIP: "10.0.0.1", now: now)
+        try await throttle.abandon(other)
+        let later = now.addingTimeInterval(SignInThrottle.window + 1)
+        let attempt = try await throttle.begin(login: "ada@example.com", clientIP: "10.0.0.1", now: later)
+        try await throttle.succeeded(attempt, login: "ada@example.com")
+        for _ in 0..<SignInThrottle.perLogin - 1 {
+            _ = try await throttle.begin(login: "ada@example.com", clientIP: nil, now: later)
+        }
+        try await throttle.prune(now: later)
+        _ = try await throttle.begin(login: "ada@example.com", clientIP: nil, now: later)
+        await #expect(throws: SignInThrottle.Throttled.self) { try await throttle.begin(login: "ada@example.com", clientIP: nil, now: later) }
+    }
+
+    @Test(arguments: kinds) func keycloakTokensAndSignInAttemptsAreKeptPerSession(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        _ = try await store.userStorage.keycloakUser(subject: "ada-sub", email: "ada@example.com", newEmail: nil) { _ in true }
+        let sessions = SessionStore(store: store)
+        let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
+        let storage = store.keycloakStorage
+        let expires = Date(timeIntervalSince1970: 2_000_000_000)
+        try await storage.save(KeycloakTokenRecord(
+            sessionId: session.id, accessToken: "a1", refreshToken: "r1", idToken: nil, accessExpiresAt: expires, keycloakSessionId: "sid-1"
+        ))
+        try await storage.save(KeycloakTokenRecord(
+            sessionId: session.id, accessToken: "a2", refreshToken: "r2", idToken: "i2", accessExpiresAt: expires, keycloakSessionId: "sid-1"
+        ))
+        let tokens = try #require(try await storage.tokens(ofSession: session.id))
+        #expect(tokens.accessToken == "a2" && tokens.refreshToken == "r2" && tokens.idToken == "i2" && tokens.accessExpiresAt == expires)
+        #expect(try await storage.sessions(keycloakSession: "sid-1", subject: "ada-sub").map(\.id) == [session.id])
+        #expect(try await storage.sessions(keycloakSession: "sid-1", subject: "someone-else").isEmpty)
+        #expect(try await storage.sessions(keycloakSession: nil, subject: "ada-sub").map(\.userId) == [ada.id!])
+        try await storage.deleteTokens(ofSession: session.id)
+        #expect(try await storage.tokens(ofSession: session.id) == nil)
+
+        let attempt = KeycloakSignInAttempt(
+            state: "state-1", codeVerifier: "verifier", nonce: "nonce", redirectUri: "http://127.0.0.1/cb", returnTo: "/tasks", createdAt: Date()
+        )
+        try await storage.insert(attempt, droppingOlderThan: Date().addingTimeInterval(-600))
+        #expect(try await storage.take(state: "state-1")?.codeVerifier == "verifier")
+        #expect(try await storage.take(state: "state-1") == nil, "used once")
+    }
+
+    @Test(arguments: kinds) func refreshesOfOneSessionNeverOverlap(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        // Two instances: two pools on one database (with SQLite, one process's in-memory dedupe does the job instead).
+        let other = kind == .postgres ? try await Store.reopen(store) : store
+        defer { if kind == .postgres { other.close() } }
+        let running = RunningCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for storage in [store.keycloakStorage, other.keycloakStorage, store.keycloakStorage, other.keycloakStorage] {
+                group.addTask {
+                    try await storage.exclusively(refreshing: "session-1") {
+                        running.enter()
+                        try await Task.sleep(for: .milliseconds(50))
+                        running.leave()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        if kind == .postgres { #expect(running.most == 1) }
+    }
+
+    @Test(arguments: kinds) func offlineTaskCopiesAreKeptPerUserAndKey(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let copies = store.taskCopyStorage
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        try await copies.keep(Data("one".utf8), userId: ada.id!, key: "list", at: at)
+        try await copies.keep(Data("two".utf8), userId: ada.id!, key: "list", at: at.addingTimeInterval(1))
+        let copy = try #require(try await copies.copy(userId: ada.id!, key: "list"))
+        #expect(copy.body == Data("two".utf8) && copy.cachedAt == at.addingTimeInterval(1))
+        #expect(try await copies.copy(userId: ada.id!, key: "task:1") == nil)
+        try await copies.drop(userId: ada.id!, key: "list")
+        #expect(try await copies.copy(userId: ada.id!, key: "list") == nil)
+    }
+
+    @Test(arguments: kinds) func embeddedTasksKeepVersionsAndRefuseStaleUpdates(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let tasks = EmbeddedTaskStore(store: store)
+        let first = try await tasks.create(title: "One", description: "first", status: "OPEN")
+        _ = try await tasks.create(title: "Two", description: "second", status: "OPEN")
+        _ = try await tasks.create(title: "Three", description: "third", status: "OPEN")
+        #expect(try await tasks.all(first: nil, after: 0).map(\.title) == ["One", "Two", "Three"])
+        #expect(try await tasks.all(first: 1, after: 1).map(\.title) == ["Two"])
+        let updated = try #require(try await tasks.update(id: first.id!, version: 1, title: nil, description: nil, status: "COMPLETE"))
+        #expect(updated.version == 2 && updated.status == "COMPLETE" && updated.title == "One")
+        await #expect(throws: TaskVersionConflict.self) { try await tasks.update(id: first.id!, version: 1, title: "stale", description: nil, status: nil) }
+        #expect(try await tasks.find(id: first.id!)?.title == "One")
+        #expect(try await tasks.update(id: 999, version: 1, title: "x", description: nil, status: nil) == nil)
+        #expect(try await tasks.delete(id: first.id!)?.title == "One")
+        #expect(try await tasks.delete(id: first.id!) == nil)
+    }
+
+    @Test(arguments: kinds) func pushDevicesAndTheirOutboxChangeTogether(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let bob = try await users(store).create(email: "bob@example.com", password: "long enough")
+        let devices = PushDevices(store: store)
+        let ending = SessionEnding(
+            sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
+            postgres: { connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: Logger(label: "test")) },
+            afterwards: {}
+        )
+        let sessions = SessionStore(store: store, ending: ending)
+        let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
+        func registration(_ token: String, old: String? = nil) -> DeviceRegistration {
+            DeviceRegistration(token: token, platform: .ios, operatingSystem: "iOS", osVersion: "17", categories: ["tasks"], oldToken: old)
+        }
+        let (device, _) = try await devices.register(registration("token-a"), userId: ada.id!, sessionId: session.id)
+        #expect(device.state == .pending && device.categoryList == ["tasks"])
+        await #expect(throws: ValidationFailed.self) { try await devices.register(registration("token-a"), userId: bob.id!, sessionId: nil) }
+        // A new token replaces the old one: one device, one queued registration naming the old token.
+        _ = try await devices.register(registration("token-b", old: "token-a"), userId: ada.id!, sessionId: session.id)
+        #expect(try await devices.list(userId: ada.id!).map(\.token) == ["token-b"])
+        var queued = try await devices.queued(limit: 10)
+        #expect(queued.map(\.operation) == [.register] && queued[0].oldDeviceToken == "token-a" && queued[0].deviceToken == "token-b")
+        try await devices.failed(queued[0], reason: "UPS away")
+        #expect(try await devices.queued(limit: 10)[0].attempts == 1)
+        try await devices.delivered(queued[0])
+        #expect(try await devices.device(token: "token-b", userId: ada.id!)?.state == .registered)
+        #expect(try await devices.device(token: "token-b", userId: bob.id!) == nil)
+
+        try await devices.enqueue(messages: [Data("{}".utf8), Data("[]".utf8)])
+        #expect(try await devices.recipients(excluding: bob.id!) == [ada.id!])
+        #expect(try await devices.recipients(excluding: ada.id!).isEmpty)
+        #expect(try await devices.recipients(excluding: nil) == [ada.id!])
+
+        // Revoking the session the device came through unregisters it, in the same transaction.
+        #expect(try await sessions.revoke(id: session.id, userId: ada.id!))
+        #expect(try await devices.list(userId: ada.id!).isEmpty)
+        queued = try await devices.queued(limit: 10)
+        #expect(queued.map(\.operation) == [.send, .send, .unregister] && queued[2].deviceToken == "token-b")
+        #expect(try await devices.unregister(token: "token-b", userId: ada.id!) == nil)
+
+        // A registration UPS refused for good takes its pending device along.
+        let (pending, _) = try await devices.register(registration("token-c"), userId: bob.id!, sessionId: nil)
+        let operation = try #require(try await devices.queued(limit: 10).first { $0.deviceToken == pending.token })
+        try await devices.abandoned(operation)
+        #expect(try await devices.list(userId: bob.id!).isEmpty)
+    }
+
+    @Test(arguments: kinds) func aServerSecretIsMadeOnceAndKept(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let secret = try await store.serverSecret(named: "stream_names")
+        #expect(secret.count == 32)
+        #expect(try await store.serverSecret(named: "stream_names") == secret)
+        #expect(try await store.serverSecret(named: "another") != secret)
+        try await store.ping()
+    }
+}
+
+/// Which sessions the ending hook was told of, in order.
+private final class EndedSessions: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ended: [String] = []
+    var ids: [String] { lock.withLock { ended } }
+
+    var hook: SessionEnding {
+        SessionEnding(
+            sqlite: { _, ids in self.lock.withLock { self.ended += ids } },
+            postgres: { _, ids in self.lock.withLock { self.ended += ids } },
+            afterwards: {}
+        )
+    }
+}
+
+private final class ChangeLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var changes: [String] = []
+    var kinds: [String] { lock.withLock { changes } }
+
+    func append(_ change: PostChange) {
+        let kind = switch change {
+        case .created: "created"
+        case .updated: "updated"
+        case .deleted: "deleted"
+        }
+        lock.withLock { changes.append(kind) }
+    }
+}
+
+/// How many bodies ran at once, at most.
+private final class RunningCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var now = 0
+    private var highest = 0
+    var most: Int { lock.withLock { highest } }
+    func enter() { lock.withLock { now += 1; highest = max(highest, now) } }
+    func leave() { lock.withLock { now -= 1 } }
+}
