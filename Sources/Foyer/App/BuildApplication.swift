@@ -17,8 +17,12 @@ public func buildApplication(
 
     var services: [any Service] = []
     let store = if let store { store } else { try await Store.open(config.databasePath, logger: logger) }
+    // Instances sharing a PostgreSQL database tell each other what changed (see followOtherInstances).
+    var signals: ClusterSignals?
     if case .postgres(let postgres) = store {
         services.append(ClosingService { postgres.close() })
+        signals = ClusterSignals(store: postgres, logger: logger)
+        services.append(signals!)
     }
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
@@ -35,13 +39,17 @@ public func buildApplication(
     }
     let users = UserRepository(store: store, passwordHashCost: config.passwordHashCost)
     // A session that ends takes the push registrations made through it along.
-    let sessions = SessionStore(store: store, lifetime: config.sessionLifetime, ending: pushRelay.map { relay in
-        SessionEnding(
-            sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
-            postgres: { [logger] connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: logger) },
-            afterwards: { relay.wake() }
-        )
-    })
+    let sessions = SessionStore(
+        store: store, lifetime: config.sessionLifetime,
+        ending: pushRelay.map { relay in
+            SessionEnding(
+                sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
+                postgres: { [logger] connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: logger) },
+                afterwards: { relay.wake() }
+            )
+        },
+        revoked: { [signals] id in signals?.send(.sessionsEnded([id])) }
+    )
     let throttle = SignInThrottle(store: store)
 
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
@@ -50,7 +58,11 @@ public func buildApplication(
     let streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)))
     services.append(LiveHeartbeatService(streams: streams))
     let postStreams = PostStreams(views: views)
-    let posts = PostRepository(store: store) { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
+    let broadcastPost: @Sendable (PostChange) -> Void = { change in streams.broadcast(postStreams.html(for: change), on: .posts) }
+    let posts = PostRepository(store: store) { [signals] change in
+        broadcastPost(change)
+        signals?.send(change.signal)
+    }
     let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices)
     let notifyTasks = pushRelay.flatMap { $0.client.settings.notifyTasks ? $0 : nil }
     // Foyer's own mutations at a remote task server name their authors, so the upstream's events can skip them.
@@ -78,6 +90,7 @@ public func buildApplication(
         trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime, metrics: metrics
     )
     let graphQL: any GraphQLExecutor
+    var embeddedEvents: TaskEvents?
     if let upstream {
         let connections = try UpstreamConnections(url: upstream.url)
         services.append(ClosingService { connections.close() })
@@ -93,10 +106,20 @@ public func buildApplication(
         ))
     } else {
         let embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: store))
-        embedded.events.observe { kind, task in taskBroadcasts.publish(kind, task.item) }
+        embedded.events.observe { [signals] kind, task, relayed in
+            taskBroadcasts.publish(kind, task.item, notify: !relayed)
+            if !relayed { signals?.send(.taskChanged(kind.rawValue, .init(task))) }
+        }
+        embeddedEvents = embedded.events
         graphQL = embedded
     }
     let upstreamToken = config.graphQLUpstreamToken
+    if let signals {
+        followOtherInstances(
+            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, embeddedEvents: embeddedEvents, taskBroadcasts: taskBroadcasts,
+            streams: streams
+        )
+    }
 
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware(metrics: metrics))
@@ -154,4 +177,37 @@ public func buildApplication(
         services: services,
         logger: logger
     )
+}
+
+/// What other instances' signals change here. With a remote task server every instance holds its own upstream
+/// subscription (the upstream fans out; no instance is special, none must be elected or failed over), so only
+/// the embedded service's changes travel between instances.
+private func followOtherInstances(
+    _ signals: ClusterSignals, sessions: SessionStore, posts: PostRepository, broadcastPost: @escaping @Sendable (PostChange) -> Void,
+    embeddedEvents: TaskEvents?, taskBroadcasts: TaskBroadcasts, streams: LiveStreams
+) {
+    signals.onSignal { signal in
+        switch signal {
+        case .sessionsEnded(let ids):
+            for id in ids { sessions.cache.forget(sessionID: id) }
+        case .postChanged(let kind, let id):
+            posts.generation.bump()
+            switch kind {
+            case .deleted: broadcastPost(.deleted(id: id))
+            case .created, .updated:
+                // The post as stored now: a later change may have come meanwhile, and its own signal follows.
+                guard let post = try? await posts.find(id: id) else { return }
+                broadcastPost(kind == .created ? .created(post) : .updated(post))
+            }
+        case .taskChanged(let kind, let task):
+            guard let kind = TaskEvents.Kind(rawValue: kind) else { return }
+            embeddedEvents?.publish(kind, task.record, relayed: true)
+        }
+    }
+    signals.onGap {
+        sessions.cache.forgetAll()
+        posts.generation.bump()
+        streams.broadcastReload(on: .posts)
+        taskBroadcasts.reload()
+    }
 }

@@ -86,6 +86,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return (.unprocessableContent, "Unprocessable Content", error.fullMessages.joined(separator: " "))
         case is DecodingError:
             return (.badRequest, "Bad Request", "The request body could not be read: \(error)")
+        case is PostgresStore.Unreachable:
+            return (.serviceUnavailable, "Database unavailable", "The database cannot be reached right now, so nothing was read or changed. Try again in a moment.")
         default:
             return (.internalServerError, "Something went wrong", defaultMessage(.internalServerError))
         }

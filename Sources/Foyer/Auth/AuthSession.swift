@@ -48,8 +48,14 @@ public struct SessionStore: Sendable {
     let lifetime: SessionLifetime
     let cache = SessionCache()
     let ending: SessionEnding?
+    /// Told of every revocation once it is stored: other instances drop their cached entries of it.
+    let revoked: @Sendable (_ sessionID: String) -> Void
 
-    init(store: Store, lifetime: SessionLifetime = SessionLifetime(), ending: SessionEnding? = nil) {
+    init(
+        store: Store, lifetime: SessionLifetime = SessionLifetime(), ending: SessionEnding? = nil,
+        revoked: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.revoked = revoked
         self.storage = store.sessionStorage(ending: ending)
         self.lifetime = lifetime
         self.ending = ending
@@ -122,6 +128,7 @@ public struct SessionStore: Sendable {
         let revoked = try await storage.revoke(id: id, userId: userId, at: Date())
         if revoked {
             cache.forget(sessionID: id)
+            self.revoked(id)
             ending?.afterwards()
         }
         return revoked

@@ -6,7 +6,8 @@ import NIOConcurrencyHelpers
 /// anyway; what must never hold usable tokens is the database, which stores only their hashes.)
 /// Entries live at most `lifetime` (then the database is asked again, and last_seen_at moves); a
 /// revocation removes its entry at once, so a revoked token stops working on the next request.
-/// One process owns the SQLite file, so no other writer can make an entry stale behind our back.
+/// Instances sharing a PostgreSQL database tell each other of revocations (ClusterSignals), and drop every entry
+/// when they may have missed some.
 final class SessionCache: Sendable {
     static let lifetime: TimeInterval = 60
     static let capacity = 10_000
@@ -32,6 +33,10 @@ final class SessionCache: Sendable {
             if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
             entries[token] = Entry(session: session, user: user, loadedAt: now)
         }
+    }
+
+    func forgetAll() {
+        entries.withLockedValue { $0.removeAll() }
     }
 
     func forget(sessionID: String) {

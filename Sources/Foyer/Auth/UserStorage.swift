@@ -11,7 +11,7 @@ protocol UserStorage: Sendable {
     func find(keycloakSubject: String) async throws -> User?
     /// Matched by `subject`, else the local account with `email` is linked (if `linkLocal` allows: returns nil
     /// when it does not), else a user is provisioned. The email becomes `newEmail` when given and free.
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @Sendable (User) -> Bool) async throws -> User?
+    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User?
 }
 
 extension Store {
@@ -50,7 +50,7 @@ struct SQLiteUserStorage: UserStorage {
         try await database.read { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
     }
 
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @Sendable (User) -> Bool) async throws -> User? {
+    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {
         try await database.write { db in
             if var user = try User.filter(Column("keycloak_subject") == subject).fetchOne(db) {
                 if let newEmail, user.email != newEmail,
@@ -118,7 +118,7 @@ struct PostgresUserStorage: UserStorage {
         try await store.query("SELECT * FROM users WHERE keycloak_subject = \(keycloakSubject)").first.map { try PostgresUsers.user($0.makeRandomAccess()) }
     }
 
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @Sendable (User) -> Bool) async throws -> User? {
+    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {
         let logger = store.logger
         return try await store.transaction { connection in
             // Two first sign-ins of one realm user at once: the second waits here and then finds the first's row.

@@ -27,14 +27,15 @@ final class TaskEvents: Sendable {
     }
 
     /// Handlers called on every event, in the publisher's task: for work that must not lag (live pages).
-    private let observers = NIOLockedValueBox<[@Sendable (Kind, TaskRecord) -> Void]>([])
+    /// `relayed`: the change was made on another instance sharing the database, which told this one.
+    private let observers = NIOLockedValueBox<[@Sendable (Kind, TaskRecord, _ relayed: Bool) -> Void]>([])
 
-    func observe(_ handler: @escaping @Sendable (Kind, TaskRecord) -> Void) {
+    func observe(_ handler: @escaping @Sendable (Kind, TaskRecord, _ relayed: Bool) -> Void) {
         observers.withLockedValue { $0.append(handler) }
     }
 
-    func publish(_ kind: Kind, _ task: TaskRecord) {
-        for observer in observers.withLockedValue({ $0 }) { observer(kind, task) }
+    func publish(_ kind: Kind, _ task: TaskRecord, relayed: Bool = false) {
+        for observer in observers.withLockedValue({ $0 }) { observer(kind, task, relayed) }
         let receivers = subscribers.withLockedValue { $0.values.filter { $0.kind == kind }.map(\.continuation) }
         for receiver in receivers { receiver.yield(task) }
     }

@@ -11,7 +11,7 @@ protocol KeycloakStorage: Sendable {
     /// every unrevoked session of `subject`.
     func sessions(keycloakSession sid: String?, subject: String?) async throws -> [(id: String, userId: Int64)]
     /// Runs `body` while no other instance runs it for this session: one refresh per refresh token.
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @Sendable () async throws -> Value) async throws -> Value
+    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value
 
     /// Stores a browser sign-in attempt; abandoned ones older than `lifetime` go.
     func insert(_ attempt: KeycloakSignInAttempt, droppingOlderThan: Date) async throws
@@ -68,7 +68,7 @@ struct SQLiteKeycloakStorage: KeycloakStorage {
     }
 
     /// One instance owns a SQLite file: `KeycloakSessions` already runs one refresh per session in process.
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @Sendable () async throws -> Value) async throws -> Value {
+    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value {
         try await body()
     }
 
@@ -139,7 +139,7 @@ struct PostgresKeycloakStorage: KeycloakStorage {
 
     /// A transaction-scoped advisory lock on the session id: the other instances wait for it, then read the
     /// tokens the refresh stored.
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @Sendable () async throws -> Value) async throws -> Value {
+    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let logger = store.logger
         return try await store.transaction { connection in
             try await connection.run("SELECT pg_advisory_xact_lock(hashtext('keycloak refresh ' || \(sessionID)))", logger: logger)

@@ -47,9 +47,11 @@ final class PushRelay: Service, Sendable {
         await cancelWhenGracefulShutdown {
             var failures = 0
             while !Task.isCancelled {
-                let reason = await self.deliverQueued()
+                let (reason, busyElsewhere) = await self.deliverQueued()
                 self.failing.withLockedValue { $0 = reason }
-                if let reason {
+                if busyElsewhere {
+                    await self.doorbell.wait(upTo: Self.otherInstancePoll)
+                } else if let reason {
                     failures += 1
                     self.outcomes.resolveAllWaiting(.unavailable(reason))
                     let delay = min(Self.maximumBackoff, pow(2, Double(min(failures - 1, 8)))) * Double.random(in: 0.8...1.2)
@@ -62,8 +64,21 @@ final class PushRelay: Service, Sendable {
         }
     }
 
+    /// While another instance works through the outbox this one looks again this often (it may just have finished).
+    static let otherInstancePoll: Duration = .seconds(1)
+
     /// Delivers queued operations in order until none is left (nil) or UPS cannot take one (why not).
-    private func deliverQueued() async -> String? {
+    private func deliverQueued() async -> (String?, busyElsewhere: Bool) {
+        do {
+            guard let reason = try await devices.storage.alone({ await self.deliverAll() }) else { return (nil, true) }
+            return (reason, false)
+        } catch {
+            logger.error("Push outbox cannot be read: \(error)")
+            return ("the outbox cannot be read", false)
+        }
+    }
+
+    private func deliverAll() async -> String? {
         while !Task.isCancelled {
             let batch: [PushOperation]
             do {

@@ -18,6 +18,9 @@ protocol PushStorage: Sendable {
     /// (nil: the device goes).
     func finish(_ operation: PushOperation, pendingDeviceBecomes state: PushDevice.State?, now: Date) async throws
     func failed(_ operation: PushOperation, reason: String) async throws
+    /// Runs `body` unless another instance is working through the outbox now (then nil): one relay at a time keeps
+    /// the outbox's order and sends nothing twice.
+    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value?
 }
 
 extension Store {
@@ -113,6 +116,11 @@ struct SQLitePushStorage: PushStorage {
         try await database.write { db in
             try db.execute(sql: "UPDATE push_outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?", arguments: [reason, operation.id])
         }
+    }
+
+    /// One process owns the file.
+    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value? {
+        await body()
     }
 
     @discardableResult
@@ -238,6 +246,15 @@ struct PostgresPushStorage: PushStorage {
 
     func failed(_ operation: PushOperation, reason: String) async throws {
         try await store.query("UPDATE push_outbox SET attempts = attempts + 1, last_error = \(reason) WHERE id = \(operation.id)")
+    }
+
+    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value? {
+        let logger = store.logger
+        return try await store.transaction { connection in
+            let turn = try await connection.run("SELECT pg_try_advisory_xact_lock(hashtext('push outbox'))", logger: logger)
+            guard try turn[0].decode(Bool.self) else { return nil }
+            return await body()
+        }
     }
 
     @discardableResult

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOSSL
 import PostgresNIO
 
@@ -39,7 +40,11 @@ public final class PostgresStore: Sendable {
         configuration.options.maximumConnections = 16
         // Tests give each store a schema of its own; instances share the default one.
         if let schema { configuration.options.additionalStartupParameters = [("search_path", schema)] }
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // The pool logs every failed connection attempt at info: while PostgreSQL is away that is a line every few
+        // milliseconds. Foyer says so itself, once (ClusterSignals, /healthz, the 503s).
+        var poolLogger = logger
+        poolLogger.logLevel = max(logger.logLevel, .warning)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
         self.client = client
         self.location = location
         self.schema = schema
@@ -49,46 +54,131 @@ public final class PostgresStore: Sendable {
 
     public func close() { running.cancel() }
 
+    /// One connection made by hand first: its error says why (refused, wrong password, no such database), where
+    /// the pool would only retry until it gives up.
     private func waitUntilReachable(timeout: Duration) async throws {
-        let client = client
-        let location = location
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await client.query("SELECT 1") }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                throw Unreachable(description: "PostgreSQL at \(location.redacted) did not answer within \(timeout)")
-            }
-            defer { group.cancelAll() }
-            do {
-                try await group.next()
-            } catch let error as PSQLError {
-                throw Unreachable(description: "PostgreSQL at \(location.redacted) cannot be used: \(Self.describe(error))")
-            }
+        let (location, logger) = (location, logger)
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: Self.tls(location.tls, connection: true)
+        )
+        configuration.options.connectTimeout = .seconds(Int64(timeout.components.seconds))
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            try await connection.close()
+        } catch let error as PSQLError {
+            throw Unreachable(description: "PostgreSQL at \(location.redacted) cannot be used: \(Self.describe(error))")
         }
     }
 
+    /// How long one statement or transaction may take, waiting for a connection included: while PostgreSQL is
+    /// away the pool would hold a request for up to a minute before failing it.
+    static let deadline: Duration = .seconds(5)
+
+    /// Set when the database could not be reached, until a probe reaches it again: meanwhile requests fail at once
+    /// instead of each waiting out the deadline (a load balancer's health check would give up first).
+    private let down = NIOLockedValueBox<Unreachable?>(nil)
+
     /// `body` in one transaction on one connection: committed when it returns, rolled back when it throws
-    /// (its error is rethrown as it was).
-    func transaction<Value: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
-        let logger = logger
-        return try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
-            let value: Value
-            do {
-                value = try await body(connection)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+    /// (its error is rethrown as it was, unless it means the database is away: then `Unreachable`).
+    func transaction<Value: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+        let (client, logger) = (client, logger)
+        return try await guarded {
+            try await client.withConnection { connection in
+                try await connection.query("BEGIN", logger: logger)
+                let value: Value
+                do {
+                    value = try await body(connection)
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+                try await connection.query("COMMIT", logger: logger)
+                return value
             }
-            try await connection.query("COMMIT", logger: logger)
-            return value
         }
     }
 
     /// One statement outside any transaction; the rows collected.
     @discardableResult
     func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.query(query, logger: logger).collect()
+        let (client, logger) = (client, logger)
+        return try await guarded { try await client.query(query, logger: logger).collect() }
+    }
+
+    /// Runs `operation` within the deadline, and turns every way of failing to reach the database (pool errors,
+    /// a closed connection, a server shutting down, the deadline) into `Unreachable`. Errors of statements and of
+    /// the caller's own code pass unchanged.
+    private func guarded<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        if let known = down.withLockedValue({ $0 }) { throw known }
+        do {
+            return try await withinDeadline(operation)
+        } catch let error as Unreachable {
+            noticeUnreachable(error)
+            throw error
+        }
+    }
+
+    /// Someone found the database away (a request, or the listening connection dropping): requests fail at once
+    /// from now on, until a probe reaches it again.
+    func noticeUnreachable(_ error: Unreachable) {
+        let firstToNotice = down.withLockedValue { down in
+            defer { down = error }
+            return down == nil
+        }
+        if firstToNotice {
+            logger.error("PostgreSQL cannot be reached; answering 503 until it can: \(error)")
+            Task { await self.probeUntilReachable() }
+        }
+    }
+
+    private func probeUntilReachable() async {
+        let (client, logger) = (client, logger)
+        while !running.isCancelled {
+            try? await Task.sleep(for: .milliseconds(500))
+            if (try? await withinDeadline({ try await client.query("SELECT 1", logger: logger).collect() })) != nil {
+                down.withLockedValue { $0 = nil }
+                logger.notice("PostgreSQL answers again")
+                return
+            }
+        }
+    }
+
+    private func withinDeadline<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        let location = location
+        do {
+            return try await withThrowingTaskGroup(of: Value?.self) { group in
+                group.addTask { try await operation() }
+                group.addTask {
+                    try await Task.sleep(for: Self.deadline)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard case .some(.some(let value)) = try await group.next() else {
+                    throw Unreachable(description: "PostgreSQL at \(location.redacted) did not answer within \(Self.deadline)")
+                }
+                return value
+            }
+        } catch let error as PSQLError where Self.meansUnreachable(error) {
+            throw Unreachable(description: "PostgreSQL at \(location.redacted) cannot be reached: \(Self.describe(error))")
+        } catch let error where String(describing: type(of: error)) == "ConnectionPoolError" {
+            // The pool's own errors (its module is not meant to be imported): no connection could be made.
+            throw Unreachable(description: "PostgreSQL at \(location.redacted) cannot be reached: \(error)")
+        }
+    }
+
+    /// The server is away or going (as opposed to refusing a statement): worth a 503 and another try later.
+    static func meansUnreachable(_ error: PSQLError) -> Bool {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
+            return true
+        case .server:
+            // 08: connection exceptions; 57P: the server is shutting down or starting.
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || state.hasPrefix("57P")
+        default:
+            return false
+        }
     }
 
     static func isUniqueViolation(_ error: any Error) -> Bool {
@@ -103,22 +193,39 @@ public final class PostgresStore: Sendable {
     }
 
     private static func tls(_ mode: PostgresLocation.TLSMode) -> PostgresClient.Configuration.TLS {
+        switch tlsChoice(mode) {
+        case nil: .disable
+        case (let configuration, false)?: .prefer(configuration)
+        case (let configuration, true)?: .require(configuration)
+        }
+    }
+
+    private static func tls(_ mode: PostgresLocation.TLSMode, connection: Bool) -> PostgresConnection.Configuration.TLS {
+        switch tlsChoice(mode) {
+        case nil: .disable
+        case (let configuration, false)?: .prefer(try! NIOSSLContext(configuration: configuration))
+        case (let configuration, true)?: .require(try! NIOSSLContext(configuration: configuration))
+        }
+    }
+
+    /// libpq's modes: nil is no TLS; `required` false means TLS when the server offers it.
+    private static func tlsChoice(_ mode: PostgresLocation.TLSMode) -> (TLSConfiguration, required: Bool)? {
         var configuration = TLSConfiguration.makeClientConfiguration()
         switch mode {
         case .disable:
-            return .disable
+            return nil
         case .allow, .prefer:
             configuration.certificateVerification = .none
-            return .prefer(configuration)
+            return (configuration, false)
         case .require:
             // As libpq: encrypted, the certificate not checked (that is verify-ca / verify-full).
             configuration.certificateVerification = .none
-            return .require(configuration)
+            return (configuration, true)
         case .verifyCA:
             configuration.certificateVerification = .noHostnameVerification
-            return .require(configuration)
+            return (configuration, true)
         case .verifyFull:
-            return .require(configuration)
+            return (configuration, true)
         }
     }
 }

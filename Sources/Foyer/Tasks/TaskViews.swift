@@ -55,8 +55,9 @@ struct TaskBroadcasts: Sendable {
     /// Devices hear of changes too, when push notifications for tasks are on.
     var notifications: TaskNotifications? = nil
 
-    func publish(_ kind: TaskEvents.Kind, _ task: TaskItem) {
-        notifications?.taskChanged(kind, task)
+    /// `notify`: false when another instance made the change (its own notifications go out from there).
+    func publish(_ kind: TaskEvents.Kind, _ task: TaskItem, notify: Bool = true) {
+        if notify { notifications?.taskChanged(kind, task) }
         let html = switch kind {
         case .added: fragments.added(task)
         case .updated: fragments.updated(task)

@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import ServiceLifecycle
+
+/// What one instance tells the others sharing its PostgreSQL database, so their caches and live pages keep up:
+/// PostgreSQL's LISTEN/NOTIFY on one channel, no other broker. Signals go out in the order they were sent;
+/// each names the instance it came from, and an instance ignores its own.
+final class ClusterSignals: Service, Sendable {
+    enum Signal: Codable, Sendable, Equatable {
+        /// Sessions revoked or pruned: cached entries must go.
+        case sessionsEnded([String])
+        case postChanged(PostChangeKind, id: Int64)
+        /// A change of the embedded task service's (other instances' pages and subscriptions hear of it).
+        case taskChanged(String, TaskSnapshot)
+    }
+
+    enum PostChangeKind: String, Codable, Sendable { case created, updated, deleted }
+
+    struct TaskSnapshot: Codable, Sendable, Equatable {
+        let id: Int64
+        let title: String
+        let description: String
+        let status: String
+        let version: Int
+    }
+
+    private struct Envelope: Codable {
+        let from: String
+        let signal: Signal
+    }
+
+    static let channel = "foyer_signals"
+    let instance = UUID().uuidString
+    private let store: PostgresStore
+    private let logger: Logger
+    private let outgoing: AsyncStream<Signal>.Continuation
+    private let outgoingSignals: AsyncStream<Signal>
+    private let handlers = NIOLockedValueBox<[@Sendable (Signal) async -> Void]>([])
+    private let gapHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    private let listening = NIOLockedValueBox(false)
+
+    init(store: PostgresStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+        (outgoingSignals, outgoing) = AsyncStream.makeStream(of: Signal.self)
+    }
+
+    /// Queued and sent in order; never waits for the database.
+    func send(_ signal: Signal) { outgoing.yield(signal) }
+
+    /// `handler` hears every other instance's signals, one at a time, in order.
+    func onSignal(_ handler: @escaping @Sendable (Signal) async -> Void) { handlers.withLockedValue { $0.append(handler) } }
+
+    /// `handler` runs when listening starts again after a break: signals may have been missed meanwhile, so
+    /// whatever they keep fresh must be thrown away or reloaded.
+    func onGap(_ handler: @escaping @Sendable () -> Void) { gapHandlers.withLockedValue { $0.append(handler) } }
+
+    /// True while this instance hears the others.
+    var isListening: Bool { listening.withLockedValue { $0 } }
+
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.sendAll() }
+            group.addTask { await self.listen() }
+            try? await gracefulShutdown()
+            outgoing.finish()
+            group.cancelAll()
+        }
+    }
+
+    private func sendAll() async {
+        let encoder = JSONEncoder()
+        for await signal in outgoingSignals {
+            guard let payload = try? String(decoding: encoder.encode(Envelope(from: instance, signal: signal)), as: UTF8.self) else { continue }
+            // A NOTIFY payload must stay under 8,000 bytes; a signal that big is a bug, not a reason to stop.
+            guard payload.utf8.count < 7_900 else {
+                logger.error("A cluster signal was too large to send", metadata: ["bytes": .stringConvertible(payload.utf8.count)])
+                continue
+            }
+            for attempt in 0..<3 {
+                do {
+                    try await store.query("SELECT pg_notify(\(Self.channel), \(payload))")
+                    break
+                } catch {
+                    // The others will see a gap in their listening and reload anyway once the database is back.
+                    if attempt == 2 { logger.warning("A cluster signal could not be sent: \(error)") }
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+            }
+        }
+    }
+
+    private func listen() async {
+        var failures = 0
+        var listenedBefore = false
+        let decoder = JSONDecoder()
+        while !Task.isCancelled {
+            do {
+                try await store.client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        self.listening.withLockedValue { $0 = true }
+                        if listenedBefore {
+                            self.logger.info("Listening to the other instances again; dropping what their signals keep fresh")
+                            for handler in self.gapHandlers.withLockedValue({ $0 }) { handler() }
+                        }
+                        listenedBefore = true
+                        failures = 0
+                        for try await notification in notifications {
+                            guard let envelope = try? decoder.decode(Envelope.self, from: Data(notification.payload.utf8)),
+                                envelope.from != self.instance
+                            else { continue }
+                            for handler in self.handlers.withLockedValue({ $0 }) { await handler(envelope.signal) }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { break }
+                if failures == 0 {
+                    logger.warning("Stopped hearing the other instances (PostgreSQL): \(error)")
+                    if let error = error as? PSQLError, PostgresStore.meansUnreachable(error) {
+                        store.noticeUnreachable(.init(description: "PostgreSQL at \(store.location.redacted) closed the connection: \(PostgresStore.describe(error))"))
+                    }
+                }
+            }
+            listening.withLockedValue { $0 = false }
+            failures += 1
+            let delay = min(5.0, 0.25 * pow(2, Double(min(failures - 1, 5))))
+            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+        }
+    }
+}
+
+extension ClusterSignals.TaskSnapshot {
+    init(_ task: TaskRecord) {
+        self.init(id: task.id ?? 0, title: task.title, description: task.description, status: task.status, version: task.version)
+    }
+
+    var record: TaskRecord { TaskRecord(id: id, title: title, description: description, status: status, version: version) }
+}
+
+extension PostChange {
+    var signal: ClusterSignals.Signal {
+        switch self {
+        case .created(let post): .postChanged(.created, id: post.id)
+        case .updated(let post): .postChanged(.updated, id: post.id)
+        case .deleted(let id): .postChanged(.deleted, id: id)
+        }
+    }
+}
