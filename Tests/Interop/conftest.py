@@ -136,10 +136,11 @@ def free_port() -> int:
 
 
 class RunningServer:
-    def __init__(self, workdir: pathlib.Path, extra_env=None, extra_args=(), port: int | None = None):
+    def __init__(self, workdir: pathlib.Path, extra_env=None, extra_args=(), port: int | None = None, database: str | None = None):
+        """`database`: a postgres:// URL to share with other instances; by default a SQLite file of its own."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.database = workdir / "foyer.sqlite"
+        self.database = database or workdir / "foyer.sqlite"
         self.log_path = workdir / "server.log"
         env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, **(extra_env or {}))
         self.log = open(self.log_path, "w")

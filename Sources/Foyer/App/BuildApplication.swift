@@ -204,6 +204,10 @@ private func followOtherInstances(
             embeddedEvents?.publish(kind, task.record, relayed: true)
         }
     }
+    signals.onBreak {
+        sessions.cache.forgetAll()
+        posts.generation.bump()
+    }
     signals.onGap {
         sessions.cache.forgetAll()
         posts.generation.bump()

@@ -7,7 +7,13 @@ extension FoyerConfig.DemoAccount {
     func createIfNoUsers(in users: UserRepository, logger: Logger) async throws -> User? {
         guard try await users.count() == 0 else { return nil }
         let password = self.password ?? String(SessionStore.randomToken().prefix(16))
-        let user = try await users.create(email: email, password: password)
+        let user: User
+        do {
+            user = try await users.create(email: email, password: password)
+        } catch UserError.emailTaken {
+            // Another instance sharing the database made it a moment ago (and seeds the posts).
+            return nil
+        }
         if self.password == nil {
             logger.notice("Created the demo account: sign in as \(email) with password \(password) (shown only this once)")
         } else {

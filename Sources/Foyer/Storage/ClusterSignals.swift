@@ -39,6 +39,7 @@ final class ClusterSignals: Service, Sendable {
     private let outgoingSignals: AsyncStream<Signal>
     private let handlers = NIOLockedValueBox<[@Sendable (Signal) async -> Void]>([])
     private let gapHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    private let breakHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
     private let listening = NIOLockedValueBox(false)
 
     init(store: PostgresStore, logger: Logger) {
@@ -56,6 +57,10 @@ final class ClusterSignals: Service, Sendable {
     /// `handler` runs when listening starts again after a break: signals may have been missed meanwhile, so
     /// whatever they keep fresh must be thrown away or reloaded.
     func onGap(_ handler: @escaping @Sendable () -> Void) { gapHandlers.withLockedValue { $0.append(handler) } }
+
+    /// `handler` runs when listening stops: from now on nothing says what the others change, so caches can
+    /// no longer be trusted.
+    func onBreak(_ handler: @escaping @Sendable () -> Void) { breakHandlers.withLockedValue { $0.append(handler) } }
 
     /// True while this instance hears the others.
     var isListening: Bool { listening.withLockedValue { $0 } }
@@ -124,7 +129,13 @@ final class ClusterSignals: Service, Sendable {
                     }
                 }
             }
-            listening.withLockedValue { $0 = false }
+            let wasListening = listening.withLockedValue { listening in
+                defer { listening = false }
+                return listening
+            }
+            if wasListening {
+                for handler in breakHandlers.withLockedValue({ $0 }) { handler() }
+            }
             failures += 1
             let delay = min(5.0, 0.25 * pow(2, Double(min(failures - 1, 5))))
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))

@@ -25,6 +25,7 @@ import os
 import pathlib
 import sys
 import textwrap
+import urllib.parse
 
 REALM = os.environ.get("OIDC_REALM", "showcase")
 CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "foyer")
@@ -90,6 +91,8 @@ class KeycloakLayout:
         if os.environ.get("PEER_TRACE_LOG"):  # so tests can check that Foyer's calls can be followed
             entry = {"path": environ.get("PATH_INFO", ""), "x-request-id": environ.get("HTTP_X_REQUEST_ID"),
                      "traceparent": environ.get("HTTP_TRACEPARENT")}
+            if entry["path"].endswith("/token") and environ.get("REQUEST_METHOD") == "POST":
+                entry["grant_type"] = urllib.parse.parse_qs(self.peek_body(environ).decode()).get("grant_type", [None])[0]
             with open(os.environ["PEER_TRACE_LOG"], "a") as log:
                 log.write(json.dumps(entry) + "\n")
         environ["keycloak.issuer"] = self.issuer(environ)

@@ -1,0 +1,253 @@
+"""Two Foyer instances on one PostgreSQL database, behind nginx with the example configuration
+(scripts/nginx/foyer.conf): they behave as one. The suite's PostgreSQL cluster comes from scripts/test
+(FOYER_TEST_POSTGRES_URL, FOYER_TEST_POSTGRES_DIR); each pair of instances gets a database of its own."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+
+from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, wait_for_page
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_graphql import post, session_token
+from test_posts_browser import sign_in
+
+PSQL = "/usr/lib/postgresql/15/bin/psql"
+
+
+def postgres_url() -> str:
+    url = os.environ.get("FOYER_TEST_POSTGRES_URL")
+    if not url:
+        pytest.fail("FOYER_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL cluster for these tests")
+    return url
+
+
+def fresh_database() -> str:
+    """A new database on the suite's cluster; its postgres:// URL."""
+    url = urllib.parse.urlsplit(postgres_url())
+    name = "instances_" + uuid.uuid4().hex[:12]
+    subprocess.run(
+        [PSQL, "-h", url.hostname, "-p", str(url.port), "-U", url.username, "-d", "postgres", "-qc", f"CREATE DATABASE {name}"],
+        env=dict(os.environ, PGPASSWORD=url.password), check=True, timeout=30,
+    )
+    return urllib.parse.urlunsplit(url._replace(path="/" + name))
+
+
+class Balancer:
+    """nginx running scripts/nginx/foyer.conf, with the example's ports replaced by the instances'."""
+
+    def __init__(self, workdir: pathlib.Path, instances: list[RunningServer]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        example = (REPO / "scripts/nginx/foyer.conf").read_text()
+        servers = iter(instance.port for instance in instances)
+        site = re.sub(r"server 127\.0\.0\.1:808[12]", lambda _: f"server 127.0.0.1:{next(servers)}", example)
+        site = site.replace("listen 8080;", f"listen 127.0.0.1:{self.port};")
+        (workdir / "foyer.conf").write_text(site)
+        (workdir / "nginx.conf").write_text(f"""
+worker_processes 1;
+daemon off;
+error_log {workdir}/error.log warn;
+pid {workdir}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+  access_log off;
+  client_body_temp_path {workdir}/body; proxy_temp_path {workdir}/proxy;
+  fastcgi_temp_path {workdir}/fastcgi; uwsgi_temp_path {workdir}/uwsgi; scgi_temp_path {workdir}/scgi;
+  include {workdir}/foyer.conf;
+}}
+""")
+        self.process = subprocess.Popen(["nginx", "-p", str(workdir), "-c", str(workdir / "nginx.conf")])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/up", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError("nginx did not start: " + (workdir / "error.log").read_text())
+                time.sleep(0.1)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def request(url: str, method: str = "GET", token: str | None = None, body: dict | None = None) -> tuple[int, bytes, dict]:
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method, data=data, headers=headers), timeout=30) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(), dict(error.headers)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Instances A and B on one new database (embedded task service), and nginx in front of both."""
+    database = fresh_database()
+    a = RunningServer(tmp_path_factory.mktemp("instance-a"), database=database, extra_args=["--trust-proxy"])
+    b = RunningServer(tmp_path_factory.mktemp("instance-b"), database=database, extra_args=["--trust-proxy"])
+    balancer = Balancer(tmp_path_factory.mktemp("nginx"), [a, b])
+    yield a, b, balancer
+    balancer.stop()
+    for instance in (a, b):
+        assert instance.stop() == 0, instance.log_path.read_text()
+
+
+def test_the_balancer_spreads_requests_over_both_instances_and_one_demo_account_was_made(pair):
+    a, b, balancer = pair
+    def served(instance) -> int:
+        return instance.log_path.read_text().count("] GET /up 200")
+
+    before = [served(a), served(b)]
+    for _ in range(6):
+        assert request(balancer.url + "/up")[0] == 200
+    time.sleep(0.2)
+    assert [served(a) - before[0], served(b) - before[1]] == [3, 3], "round robin: three each"
+    # Both started on an empty database at once: one demo account, one set of sample posts.
+    status, body, _ = request(a.url + "/posts.json")
+    posts = [(post["id"], post["title"]) for post in json.loads(body)]
+    assert status == 200 and len(posts) == len({title for _, title in posts}) > 0
+    assert [(post["id"], post["title"]) for post in json.loads(request(b.url + "/posts.json")[1])] == posts
+
+
+def test_a_token_from_the_balancer_works_on_each_instance_and_a_revocation_reaches_the_other_within_a_second(pair):
+    a, b, balancer = pair
+    token = session_token(balancer)
+    for instance in (a, b):  # each caches the session now
+        status, body, _ = request(instance.url + "/api/v1/me", token=token)
+        assert status == 200, body
+    status, body, _ = request(b.url + "/api/v1/sessions/current", method="DELETE", token=token)
+    assert status == 204, body
+    revoked = time.monotonic()
+    while request(a.url + "/api/v1/me", token=token)[0] != 401:
+        assert time.monotonic() - revoked < 1, "instance A still takes a token revoked on B"
+        time.sleep(0.02)
+
+
+def test_a_post_created_on_one_instance_is_in_the_others_list_at_once(pair):
+    a, b, _ = pair
+    token = session_token(a)
+    before = request(b.url + "/posts.json")[1]  # B caches its list now
+    title = f"Written on A {time.time_ns()}"
+    status, body, _ = request(a.url + "/api/v1/posts", method="POST", token=token, body={"title": title, "content": "shared"})
+    assert status == 201, body
+    deadline = time.monotonic() + 1
+    while True:
+        status, body, _ = request(b.url + "/posts.json")
+        if title in [post["title"] for post in json.loads(body)]:
+            break
+        assert time.monotonic() < deadline, "B's list still lacks a post written on A"
+        time.sleep(0.01)
+    assert body != before
+
+
+def test_a_page_held_open_on_one_instance_shows_a_task_created_through_the_other(pair, browser):  # noqa: F811
+    a, b, _ = pair
+    page = browser.new_page()
+    sign_in(page, a)
+    page.goto(a.url + "/tasks")
+    wait_for_page(page, "document.querySelector('turbo-stream-source') !== null && window.Turbo !== undefined")
+    page.evaluate("window.neverReloaded = true")
+    time.sleep(0.3)  # the page's event stream connects
+    title = f"Made through B {time.time_ns()}"
+    status, body = post(b.url + "/graphql", {
+        "query": "mutation($title: String!) { createTask(title: $title, description: \"across instances\") { id } }",
+        "variables": {"title": title},
+    }, session_token(b))
+    assert status == 200 and b"errors" not in body, body
+    page.locator("li.task", has_text=title).wait_for(timeout=2000)
+    assert page.evaluate("window.neverReloaded") is True
+    page.close()
+
+
+def test_postgres_stopped_and_started_means_503s_then_200s_without_restarting_foyer(pair):
+    a, b, balancer = pair
+    cluster = os.environ.get("FOYER_TEST_POSTGRES_DIR")
+    if not cluster:
+        pytest.fail("FOYER_TEST_POSTGRES_DIR is not set: scripts/test starts the cluster this test stops")
+    paths = ["/healthz", "/posts.json", "/api/v1/posts/1"]
+    assert all(request(a.url + path)[0] == 200 for path in paths)
+    subprocess.run([str(REPO / "scripts/postgres-cluster"), "stop", cluster], check=True, timeout=60)
+    try:
+        deadline = time.monotonic() + 10
+        down = {}
+        while len(down) < len(paths) * 2 and time.monotonic() < deadline:
+            for instance in (a, b):
+                for path in paths:
+                    status, body, _ = request(instance.url + path)
+                    if status == 503:
+                        down[(instance.port, path)] = body
+            time.sleep(0.1)
+        # Not even the post list cached a moment ago: it was dropped when the instance stopped hearing the others.
+        assert {path for _, path in down} == set(paths), down
+        assert any(b"database" in body.lower() for body in down.values())
+    finally:
+        subprocess.run([str(REPO / "scripts/postgres-cluster"), "start", cluster], check=True, timeout=60, capture_output=True)
+    deadline = time.monotonic() + 15
+    while not all(request(instance.url + path)[0] == 200 for instance in (a, b) for path in paths):
+        assert time.monotonic() < deadline, "Foyer did not recover by itself once PostgreSQL was back"
+        time.sleep(0.2)
+    assert a.process.poll() is None and b.process.poll() is None, "no restart of Foyer"
+    # Listening resumed too: a post on B reaches A's cached list again.
+    token = session_token(b)
+    request(a.url + "/posts.json")
+    title = f"After the outage {time.time_ns()}"
+    assert request(b.url + "/api/v1/posts", method="POST", token=token, body={"title": title})[0] == 201
+    deadline = time.monotonic() + 2
+    while title not in request(a.url + "/posts.json")[1].decode():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+# The realm announces 32 s lifetimes and Foyer refreshes 30 s before expiry: 2 s after sign-in it must.
+ANNOUNCED_LIFETIME = 32
+
+
+@pytest.fixture(scope="module")
+def keycloak_pair(tmp_path_factory):
+    """A and B signing in with Keycloak and relaying its tokens to a task server that checks them."""
+    workdir = tmp_path_factory.mktemp("instances-realm")
+    trace = workdir / "realm-requests.jsonl"
+    realm = KeycloakPeer(workdir, expires_in=ANNOUNCED_LIFETIME, extra_env={"PEER_TRACE_LOG": str(trace)})
+    tasks = TaskServer(tmp_path_factory.mktemp("instances-tasks"), token=None, extra_env={
+        "TASK_SERVER_JWKS_URL": realm.issuer + "/protocol/openid-connect/certs", "TASK_SERVER_ISSUER": realm.issuer,
+    })
+    database = fresh_database()
+    env = {"FOYER_KEYCLOAK_CLIENT_SECRET": realm.client_secret}
+    args = [*realm.foyer_args(), "--graphql-url", tasks.url]
+    a = RunningServer(tmp_path_factory.mktemp("realm-a"), database=database, extra_env=env, extra_args=args)
+    b = RunningServer(tmp_path_factory.mktemp("realm-b"), database=database, extra_env=env, extra_args=args)
+    yield a, b, trace
+    for instance in (a, b):
+        instance.stop()
+    tasks.stop()
+    realm.stop()
+
+
+def test_parallel_requests_on_both_instances_after_the_token_expired_refresh_it_once(keycloak_pair):
+    a, b, trace = keycloak_pair
+    status, body, headers = request(a.url + "/api/v1/sessions", method="POST", body={"username": "ada", "password": "ada password"})
+    assert status == 201, body
+    token = headers["X-Session-Token"]
+    time.sleep(ANNOUNCED_LIFETIME - 30 + 0.5)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: request((a, b)[i % 2].url + "/tasks.json", token=token), range(8)))
+    assert [status for status, _, _ in answers] == [200] * 8, [body[:200] for _, body, _ in answers]
+    grants = [json.loads(line).get("grant_type") for line in trace.read_text().splitlines()]
+    assert grants.count("refresh_token") == 1, grants
