@@ -157,6 +157,17 @@ def test_a_post_created_on_one_instance_is_in_the_others_list_at_once(pair):
     assert body != before
 
 
+def test_failed_sign_ins_count_whichever_instance_saw_them(pair):
+    a, b, _ = pair
+    login = f"guess-{time.time_ns()}@example.com"
+    for attempt in range(5):
+        status, _, _ = request((a, b)[attempt % 2].url + "/api/v1/sessions", method="POST", body={"email": login, "password": "a wrong guess"})
+        assert status == 401
+    for instance in (a, b):
+        status, body, headers = request(instance.url + "/api/v1/sessions", method="POST", body={"email": login, "password": "a wrong guess"})
+        assert status == 429 and int(headers["Retry-After"]) > 0, body
+
+
 def test_a_page_held_open_on_one_instance_shows_a_task_created_through_the_other(pair, browser):  # noqa: F811
     a, b, _ = pair
     page = browser.new_page()
