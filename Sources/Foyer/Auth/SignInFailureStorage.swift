@@ -12,12 +12,7 @@ protocol SignInFailureStorage: Sendable {
 }
 
 extension Store {
-    var signInFailureStorage: any SignInFailureStorage {
-        switch self {
-        case .sqlite(let database): SQLiteSignInFailureStorage(database: database)
-        case .postgres(let store): PostgresSignInFailureStorage(store: store)
-        }
-    }
+    var signInFailureStorage: any SignInFailureStorage { choose(sqlite: SQLiteSignInFailureStorage.init, postgres: PostgresSignInFailureStorage.init) }
 }
 
 struct SQLiteSignInFailureStorage: SignInFailureStorage {

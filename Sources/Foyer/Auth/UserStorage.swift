@@ -15,12 +15,7 @@ protocol UserStorage: Sendable {
 }
 
 extension Store {
-    var userStorage: any UserStorage {
-        switch self {
-        case .sqlite(let database): SQLiteUserStorage(database: database)
-        case .postgres(let store): PostgresUserStorage(store: store)
-        }
-    }
+    var userStorage: any UserStorage { choose(sqlite: SQLiteUserStorage.init, postgres: PostgresUserStorage.init) }
 }
 
 struct SQLiteUserStorage: UserStorage {

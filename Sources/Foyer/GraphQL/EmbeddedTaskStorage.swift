@@ -16,12 +16,7 @@ protocol EmbeddedTaskStorage: Sendable {
 }
 
 extension Store {
-    var embeddedTaskStorage: any EmbeddedTaskStorage {
-        switch self {
-        case .sqlite(let database): SQLiteEmbeddedTaskStorage(database: database)
-        case .postgres(let store): PostgresEmbeddedTaskStorage(store: store)
-        }
-    }
+    var embeddedTaskStorage: any EmbeddedTaskStorage { choose(sqlite: SQLiteEmbeddedTaskStorage.init, postgres: PostgresEmbeddedTaskStorage.init) }
 }
 
 struct SQLiteEmbeddedTaskStorage: EmbeddedTaskStorage {

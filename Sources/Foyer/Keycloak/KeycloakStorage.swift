@@ -20,12 +20,7 @@ protocol KeycloakStorage: Sendable {
 }
 
 extension Store {
-    var keycloakStorage: any KeycloakStorage {
-        switch self {
-        case .sqlite(let database): SQLiteKeycloakStorage(database: database)
-        case .postgres(let store): PostgresKeycloakStorage(store: store)
-        }
-    }
+    var keycloakStorage: any KeycloakStorage { choose(sqlite: SQLiteKeycloakStorage.init, postgres: PostgresKeycloakStorage.init) }
 }
 
 struct SQLiteKeycloakStorage: KeycloakStorage {

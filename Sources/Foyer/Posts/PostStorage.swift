@@ -15,12 +15,7 @@ protocol PostStorage: Sendable {
 }
 
 extension Store {
-    var postStorage: any PostStorage {
-        switch self {
-        case .sqlite(let database): SQLitePostStorage(database: database)
-        case .postgres(let store): PostgresPostStorage(store: store)
-        }
-    }
+    var postStorage: any PostStorage { choose(sqlite: SQLitePostStorage.init, postgres: PostgresPostStorage.init) }
 }
 
 struct SQLitePostStorage: PostStorage {

@@ -24,12 +24,7 @@ protocol PushStorage: Sendable {
 }
 
 extension Store {
-    var pushStorage: any PushStorage {
-        switch self {
-        case .sqlite(let database): SQLitePushStorage(database: database)
-        case .postgres(let store): PostgresPushStorage(store: store)
-        }
-    }
+    var pushStorage: any PushStorage { choose(sqlite: SQLitePushStorage.init, postgres: PostgresPushStorage.init) }
 }
 
 private func anotherAccount(_ field: String) -> ValidationFailed {

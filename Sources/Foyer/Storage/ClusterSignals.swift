@@ -40,6 +40,7 @@ final class ClusterSignals: Service, Sendable {
     private let handlers = NIOLockedValueBox<[@Sendable (Signal) async -> Void]>([])
     private let gapHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
     private let breakHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    /// True while this instance hears the others.
     private let listening = NIOLockedValueBox(false)
 
     init(store: PostgresStore, logger: Logger) {
@@ -61,9 +62,6 @@ final class ClusterSignals: Service, Sendable {
     /// `handler` runs when listening stops: from now on nothing says what the others change, so caches can
     /// no longer be trusted.
     func onBreak(_ handler: @escaping @Sendable () -> Void) { breakHandlers.withLockedValue { $0.append(handler) } }
-
-    /// True while this instance hears the others.
-    var isListening: Bool { listening.withLockedValue { $0 } }
 
     func run() async {
         await withDiscardingTaskGroup { group in

@@ -9,6 +9,14 @@ public enum Store: Sendable {
 }
 
 extension Store {
+    /// The implementation for this store, of a storage protocol with one for each.
+    func choose<Storage>(sqlite: (any DatabaseWriter) -> Storage, postgres: (PostgresStore) -> Storage) -> Storage {
+        switch self {
+        case .sqlite(let database): sqlite(database)
+        case .postgres(let store): postgres(store)
+        }
+    }
+
     /// Opens what `--database` names and brings its schema up to date.
     public static func open(_ location: String, logger: Logger) async throws -> Store {
         switch try StoreLocation(location) {

@@ -10,12 +10,7 @@ protocol TaskCopyStorage: Sendable {
 }
 
 extension Store {
-    var taskCopyStorage: any TaskCopyStorage {
-        switch self {
-        case .sqlite(let database): SQLiteTaskCopyStorage(database: database)
-        case .postgres(let store): PostgresTaskCopyStorage(store: store)
-        }
-    }
+    var taskCopyStorage: any TaskCopyStorage { choose(sqlite: SQLiteTaskCopyStorage.init, postgres: PostgresTaskCopyStorage.init) }
 }
 
 struct SQLiteTaskCopyStorage: TaskCopyStorage {
