@@ -19,6 +19,8 @@ from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, w
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_posts_browser import sign_in
+from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, curl_json, ios_token, push_args, ups, wait_until  # noqa: F401
+from test_push import sign_in as push_sign_in
 
 PSQL = "/usr/lib/postgresql/15/bin/psql"
 
@@ -262,3 +264,40 @@ def test_parallel_requests_on_both_instances_after_the_token_expired_refresh_it_
     assert [status for status, _, _ in answers] == [200] * 8, [body[:200] for _, body, _ in answers]
     grants = [json.loads(line).get("grant_type") for line in trace.read_text().splitlines()]
     assert grants.count("refresh_token") == 1, grants
+
+
+def test_with_a_remote_task_server_each_upstream_event_is_pushed_once_and_never_to_its_author(tmp_path_factory, ups, task_server):  # noqa: F811
+    """Both instances hear every event of the task server's subscription; one of them sends it on, and it knows who
+    made a change even when the other instance made it."""
+    database = fresh_database()
+    env = {**PUSH_ENV, "FOYER_GRAPHQL_TOKEN": task_server.token}
+    args = [*push_args(ups), "--graphql-url", task_server.url]
+    a = RunningServer(tmp_path_factory.mktemp("push-a"), database=database, extra_env=env, extra_args=args)
+    b = RunningServer(tmp_path_factory.mktemp("push-b"), database=database, extra_env=env, extra_args=args)
+    try:
+        add_user(a, BOB_EMAIL, BOB_PASSWORD)
+        demo_token, demo_id = push_sign_in(a)
+        bob_token, bob_id = push_sign_in(b, BOB_EMAIL, BOB_PASSWORD)
+        assert curl_json(a, "POST", "/api/v1/devices", demo_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
+        assert curl_json(b, "POST", "/api/v1/devices", bob_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
+        for instance in (a, b):
+            wait_until(lambda: "Following the upstream's task events" in instance.log_path.read_text(), what="the task feed")
+        wait_until(lambda: any("acts for all" in i.log_path.read_text() for i in (a, b)), what="a leader")
+        create = "mutation($title: String!) { createTask(title: $title, description: \"two instances\") { id } }"
+
+        for (instance, token, author, other) in ((a, demo_token, demo_id, bob_id), (b, bob_token, bob_id, demo_id)):
+            title = f"made on {instance.port} {time.time_ns()}"
+            status, created = post(instance.url + "/graphql", {"query": create, "variables": {"title": title}}, token)
+            assert status == 200, created
+            task_id = json.loads(created)["data"]["createTask"]["id"]
+
+            def about_it():
+                return [m for m in ups.sent() if m["message"]["user-data"]["taskId"] == task_id and title in m["message"]["alert"]]
+            wait_until(about_it, what="a message about the task")
+            time.sleep(2)  # a second instance's message would come within its second of author grace
+            messages = about_it()
+            assert len(messages) == 1, messages
+            assert messages[0]["criteria"]["alias"] == [str(other)], (messages, author)
+    finally:
+        for instance in (a, b):
+            instance.stop()

@@ -66,10 +66,16 @@ public func buildApplication(
     let upstream = GraphQLUpstream(config: config, mobileServices: mobileServices)
     let notifyTasks = pushRelay.flatMap { $0.client.settings.notifyTasks ? $0 : nil }
     // Foyer's own mutations at a remote task server name their authors, so the upstream's events can skip them.
-    let remoteAuthors = upstream != nil && notifyTasks != nil ? RecentTaskAuthors() : nil
+    let remoteAuthors = upstream != nil && notifyTasks != nil
+        ? RecentTaskAuthors { [signals] ids, userID in signals?.send(.tasksAuthored(ids, userID: userID)) } : nil
     let taskBroadcasts = TaskBroadcasts(
         streams: streams, fragments: TaskStreams(views: views),
-        notifications: notifyTasks.map { TaskNotifications(devices: $0.devices, relay: $0, remoteAuthors: remoteAuthors, logger: logger) }
+        notifications: notifyTasks.map { relay in
+            TaskNotifications(
+                devices: relay.devices, relay: relay, remoteAuthors: remoteAuthors,
+                speaksForTheUpstream: { [signals] in signals?.isLeader ?? true }, logger: logger
+            )
+        }
     )
     let keycloak = keycloakSettings.map { settings in
         let http = KeycloakClient.makeHTTPClient()
@@ -116,7 +122,8 @@ public func buildApplication(
     let upstreamToken = config.graphQLUpstreamToken
     if let signals {
         followOtherInstances(
-            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, embeddedEvents: embeddedEvents, taskBroadcasts: taskBroadcasts,
+            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, embeddedEvents: embeddedEvents, remoteAuthors: remoteAuthors,
+            taskBroadcasts: taskBroadcasts,
             streams: streams
         )
     }
@@ -180,11 +187,12 @@ public func buildApplication(
 }
 
 /// What other instances' signals change here. With a remote task server every instance holds its own upstream
-/// subscription (the upstream fans out; no instance is special, none must be elected or failed over), so only
-/// the embedded service's changes travel between instances.
+/// subscription (the upstream fans out; no instance must be elected or failed over for live pages), so only the
+/// embedded service's changes travel between instances; what must happen once per upstream event (a push
+/// notification) is done by the leader, and the authors of Foyer's own mutations travel so it knows them.
 private func followOtherInstances(
     _ signals: ClusterSignals, sessions: SessionStore, posts: PostRepository, broadcastPost: @escaping @Sendable (PostChange) -> Void,
-    embeddedEvents: TaskEvents?, taskBroadcasts: TaskBroadcasts, streams: LiveStreams
+    embeddedEvents: TaskEvents?, remoteAuthors: RecentTaskAuthors?, taskBroadcasts: TaskBroadcasts, streams: LiveStreams
 ) {
     signals.onSignal { signal in
         switch signal {
@@ -202,6 +210,8 @@ private func followOtherInstances(
         case .taskChanged(let kind, let task):
             guard let kind = TaskEvents.Kind(rawValue: kind) else { return }
             embeddedEvents?.publish(kind, task.record, relayed: true)
+        case .tasksAuthored(let ids, let userID):
+            remoteAuthors?.remember(ids, userID: userID)
         }
     }
     signals.onBreak {

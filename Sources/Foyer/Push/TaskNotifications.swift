@@ -10,9 +10,17 @@ enum TaskChangeAuthor {
 
 /// Authors of changes Foyer made at a remote task server, by task id, for a few seconds: the upstream's event for
 /// such a change comes over the task feed, which does not say who made it.
+/// Instances sharing a database tell each other, since the one that sends the notification may not be the one
+/// that made the change.
 final class RecentTaskAuthors: Sendable {
     static let lifetime: TimeInterval = 10
     private let authors = NIOLockedValueBox<[String: (userID: Int64, at: Date)]>([:])
+    /// Told of every author learnt from this instance's own mutations.
+    private let learnt: @Sendable (_ taskIDs: [String], _ userID: Int64) -> Void
+
+    init(learnt: @escaping @Sendable ([String], Int64) -> Void = { _, _ in }) {
+        self.learnt = learnt
+    }
 
     /// Reads the ids in a mutation's answer: every top-level field is a task (`{id, …}`) or a task id (deleteTask).
     func record(answer: Data, userID: Int64, now: Date = Date()) {
@@ -26,6 +34,12 @@ final class RecentTaskAuthors: Sendable {
             }
         }
         guard !ids.isEmpty else { return }
+        remember(ids, userID: userID, now: now)
+        learnt(ids, userID)
+    }
+
+    /// Authors another instance learnt.
+    func remember(_ ids: [String], userID: Int64, now: Date = Date()) {
         authors.withLockedValue { authors in
             if authors.count > 1024 { authors = authors.filter { now.timeIntervalSince($0.value.at) < Self.lifetime } }
             for id in ids { authors[id] = (userID, now) }
@@ -61,6 +75,8 @@ struct TaskNotifications: Sendable {
     let relay: PushRelay
     /// Set with a remote task server: where its events' authors are found.
     let remoteAuthors: RecentTaskAuthors?
+    /// With a remote task server every instance hears each event: only the one this says yes to sends it on.
+    var speaksForTheUpstream: @Sendable () -> Bool = { true }
     let logger: Logger
 
     func taskChanged(_ kind: TaskEvents.Kind, _ task: TaskItem) {
@@ -69,6 +85,7 @@ struct TaskNotifications: Sendable {
             var author = knownAuthor
             if author == nil, let remoteAuthors {
                 try? await Task.sleep(for: Self.authorGrace)
+                guard speaksForTheUpstream() else { return }
                 author = remoteAuthors.author(of: task.id)
             }
             do {

@@ -14,6 +14,8 @@ final class ClusterSignals: Service, Sendable {
         case postChanged(PostChangeKind, id: Int64)
         /// A change of the embedded task service's (other instances' pages and subscriptions hear of it).
         case taskChanged(String, TaskSnapshot)
+        /// Who made changes at the remote task server (its events do not say).
+        case tasksAuthored([String], userID: Int64)
     }
 
     enum PostChangeKind: String, Codable, Sendable { case created, updated, deleted }
@@ -42,6 +44,14 @@ final class ClusterSignals: Service, Sendable {
     private let breakHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
     /// True while this instance hears the others.
     private let listening = NIOLockedValueBox(false)
+    private let leading = NIOLockedValueBox(false)
+    /// Held by one instance's listening connection at a time; the others try again every `leadershipRetry`.
+    private static let leadershipLock: Int64 = 0x666f_7965_725f_6c64
+    static let leadershipRetry: Duration = .seconds(3)
+
+    /// Whether this instance is the one that acts for all on what every instance hears alike (a remote task
+    /// server's events, which each instance's own subscription brings): exactly one while they all listen.
+    var isLeader: Bool { leading.withLockedValue { $0 } }
 
     init(store: PostgresStore, logger: Logger) {
         self.store = store
@@ -95,6 +105,21 @@ final class ClusterSignals: Service, Sendable {
         }
     }
 
+    /// A session-level advisory lock on the listening connection: it is released when that connection ends, so
+    /// another instance takes over within `leadershipRetry` of this one going.
+    private func leadWhenFree(_ connection: PostgresConnection) async throws {
+        while !Task.isCancelled {
+            if !isLeader {
+                let won = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leadershipLock))", logger: logger).collect()
+                if try won.first?.decode(Bool.self) == true {
+                    leading.withLockedValue { $0 = true }
+                    logger.info("This instance now acts for all on the remote task server's events")
+                }
+            }
+            try await Task.sleep(for: Self.leadershipRetry)
+        }
+    }
+
     private func listen() async {
         var failures = 0
         var listenedBefore = false
@@ -110,11 +135,19 @@ final class ClusterSignals: Service, Sendable {
                         }
                         listenedBefore = true
                         failures = 0
-                        for try await notification in notifications {
-                            guard let envelope = try? decoder.decode(Envelope.self, from: Data(notification.payload.utf8)),
-                                envelope.from != self.instance
-                            else { continue }
-                            for handler in self.handlers.withLockedValue({ $0 }) { await handler(envelope.signal) }
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask { try await self.leadWhenFree(connection) }
+                            group.addTask {
+                                for try await notification in notifications {
+                                    guard let envelope = try? decoder.decode(Envelope.self, from: Data(notification.payload.utf8)),
+                                        envelope.from != self.instance
+                                    else { continue }
+                                    for handler in self.handlers.withLockedValue({ $0 }) { await handler(envelope.signal) }
+                                }
+                            }
+                            // Either ends only when the connection does.
+                            try await group.next()
+                            group.cancelAll()
                         }
                     }
                 }
@@ -127,6 +160,8 @@ final class ClusterSignals: Service, Sendable {
                     }
                 }
             }
+            // The lock went with the connection.
+            leading.withLockedValue { $0 = false }
             let wasListening = listening.withLockedValue { listening in
                 defer { listening = false }
                 return listening
