@@ -29,7 +29,10 @@ public func buildApplication(
     let pushRelay = try PushSettings(config: config, mobileServices: mobileServices).map { settings in
         let http = UnifiedPushClient.makeHTTPClient()
         services.append(ClosingService { try await http.shutdown() })
-        let relay = PushRelay(devices: PushDevices(store: store), client: UnifiedPushClient(settings: settings, http: http), logger: logger)
+        let relay = PushRelay(
+            devices: PushDevices(store: store), client: UnifiedPushClient(settings: settings, http: http), logger: logger,
+            delivered: { [signals] operation, outcome in signals?.send(.pushOutcome(operation, outcome)) }
+        )
         services.append(relay)
         logger.info("Relaying device registrations to Unified Push", metadata: [
             "url": .string(settings.baseURL), "variants": .string(settings.variants.keys.map(\.displayName).sorted().joined(separator: ", ")),
@@ -123,7 +126,7 @@ public func buildApplication(
     if let signals {
         followOtherInstances(
             signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, embeddedEvents: embeddedEvents, remoteAuthors: remoteAuthors,
-            taskBroadcasts: taskBroadcasts,
+            pushRelay: pushRelay, taskBroadcasts: taskBroadcasts,
             streams: streams
         )
     }
@@ -192,7 +195,8 @@ public func buildApplication(
 /// notification) is done by the leader, and the authors of Foyer's own mutations travel so it knows them.
 private func followOtherInstances(
     _ signals: ClusterSignals, sessions: SessionStore, posts: PostRepository, broadcastPost: @escaping @Sendable (PostChange) -> Void,
-    embeddedEvents: TaskEvents?, remoteAuthors: RecentTaskAuthors?, taskBroadcasts: TaskBroadcasts, streams: LiveStreams
+    embeddedEvents: TaskEvents?, remoteAuthors: RecentTaskAuthors?, pushRelay: PushRelay?, taskBroadcasts: TaskBroadcasts,
+    streams: LiveStreams
 ) {
     signals.onSignal { signal in
         switch signal {
@@ -212,6 +216,8 @@ private func followOtherInstances(
             embeddedEvents?.publish(kind, task.record, relayed: true)
         case .tasksAuthored(let ids, let userID):
             remoteAuthors?.remember(ids, userID: userID)
+        case .pushOutcome(let operation, let outcome):
+            pushRelay?.heard(operation, outcome)
         }
     }
     signals.onBreak {

@@ -22,11 +22,20 @@ final class PushRelay: Service, Sendable {
     let logger: Logger
     private let doorbell = Doorbell()
     private let outcomes = Outcomes()
+    /// Told of what UPS answered to each operation this relay delivered: with several instances the request
+    /// waiting for it may be on another one, whose relay found this one at the outbox.
+    private let delivered: @Sendable (_ operation: Int64, Outcome) -> Void
 
-    init(devices: PushDevices, client: UnifiedPushClient, logger: Logger) {
+    init(devices: PushDevices, client: UnifiedPushClient, logger: Logger, delivered: @escaping @Sendable (Int64, Outcome) -> Void = { _, _ in }) {
         self.devices = devices
         self.client = client
         self.logger = logger
+        self.delivered = delivered
+    }
+
+    /// Another instance's relay delivered this operation.
+    func heard(_ operation: Int64, _ outcome: Outcome) {
+        outcomes.resolve(operation, outcome)
     }
 
     /// Something was queued: work through the outbox now.
@@ -110,11 +119,11 @@ final class PushRelay: Service, Sendable {
             switch answer {
             case .done:
                 try await devices.delivered(operation)
-                outcomes.resolve(id, .done)
+                resolve(id, .done)
             case .refused(let status, let detail):
                 try await devices.abandoned(operation)
                 logger.error("Unified Push refused \(describe(operation)) with \(status): \(detail)\(Self.hint(status))")
-                outcomes.resolve(id, answer)
+                resolve(id, answer)
             case .unavailable(let reason):
                 if Date().timeIntervalSince(operation.createdAt) > Self.maximumAge {
                     try await devices.abandoned(operation)
@@ -123,7 +132,7 @@ final class PushRelay: Service, Sendable {
                 }
                 try await devices.failed(operation, reason: reason)
                 logger.warning("Unified Push cannot take \(describe(operation)) yet; it waits in the outbox: \(reason)")
-                outcomes.resolve(id, answer)
+                resolve(id, answer)
                 return reason
             }
         } catch {
@@ -131,6 +140,11 @@ final class PushRelay: Service, Sendable {
             return "the outbox cannot be updated"
         }
         return nil
+    }
+
+    private func resolve(_ id: Int64, _ outcome: Outcome) {
+        outcomes.resolve(id, outcome)
+        delivered(id, outcome)
     }
 
     private func describe(_ operation: PushOperation) -> String {

@@ -8,7 +8,7 @@ import NIOHTTP1
 struct UnifiedPushClient: Sendable {
     static let timeout: TimeAmount = .seconds(10)
 
-    enum Answer: Sendable, Equatable {
+    enum Answer: Sendable, Equatable, Codable {
         case done
         /// UPS will not take it as it is (400: the token or body is wrong; 401: our credentials are): final.
         case refused(status: Int, detail: String)

@@ -16,6 +16,8 @@ final class ClusterSignals: Service, Sendable {
         case taskChanged(String, TaskSnapshot)
         /// Who made changes at the remote task server (its events do not say).
         case tasksAuthored([String], userID: Int64)
+        /// What Unified Push answered to an outbox operation (a request on another instance may be waiting for it).
+        case pushOutcome(Int64, UnifiedPushClient.Answer)
     }
 
     enum PostChangeKind: String, Codable, Sendable { case created, updated, deleted }
@@ -105,6 +107,42 @@ final class ClusterSignals: Service, Sendable {
         }
     }
 
+    /// Hands each other instance's signal to the handlers, and takes the lead when it is free, until the
+    /// connection ends (or the task is cancelled).
+    private func hear(_ notifications: PostgresNotificationSequence, on connection: PostgresConnection, decoder: JSONDecoder) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.leadWhenFree(connection) }
+            group.addTask {
+                for try await notification in notifications {
+                    guard let envelope = try? decoder.decode(Envelope.self, from: Data(notification.payload.utf8)),
+                        envelope.from != self.instance
+                    else { continue }
+                    for handler in self.handlers.withLockedValue({ $0 }) { await handler(envelope.signal) }
+                }
+            }
+            // Either ends only when the connection does (or on cancellation).
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// The connection goes back to the pool: it must not keep the lead with it. (A connection that died took the
+    /// lock along already.) Not cancelled with the caller, or a shutting-down instance would keep the lock; but
+    /// never waited on for more than a second.
+    private func stepDown(_ connection: PostgresConnection) async {
+        guard isLeader, !connection.isClosed else { return }
+        let logger = logger
+        let unlock = Task.detached {
+            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.leadershipLock))", logger: logger).collect()
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await unlock.value }
+            group.addTask { try? await Task.sleep(for: .seconds(1)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
     /// A session-level advisory lock on the listening connection: it is released when that connection ends, so
     /// another instance takes over within `leadershipRetry` of this one going.
     private func leadWhenFree(_ connection: PostgresConnection) async throws {
@@ -135,20 +173,14 @@ final class ClusterSignals: Service, Sendable {
                         }
                         listenedBefore = true
                         failures = 0
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            group.addTask { try await self.leadWhenFree(connection) }
-                            group.addTask {
-                                for try await notification in notifications {
-                                    guard let envelope = try? decoder.decode(Envelope.self, from: Data(notification.payload.utf8)),
-                                        envelope.from != self.instance
-                                    else { continue }
-                                    for handler in self.handlers.withLockedValue({ $0 }) { await handler(envelope.signal) }
-                                }
-                            }
-                            // Either ends only when the connection does.
-                            try await group.next()
-                            group.cancelAll()
+                        defer { self.leading.withLockedValue { $0 = false } }
+                        do {
+                            try await self.hear(notifications, on: connection, decoder: decoder)
+                        } catch {
+                            await self.stepDown(connection)
+                            throw error
                         }
+                        await self.stepDown(connection)
                     }
                 }
             } catch {
@@ -160,8 +192,6 @@ final class ClusterSignals: Service, Sendable {
                     }
                 }
             }
-            // The lock went with the connection.
-            leading.withLockedValue { $0 = false }
             let wasListening = listening.withLockedValue { listening in
                 defer { listening = false }
                 return listening
