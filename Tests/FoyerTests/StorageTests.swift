@@ -254,6 +254,32 @@ import Testing
         #expect(try await devices.list(userId: bob.id!).isEmpty)
     }
 
+    @Test func databaseLocationsAreSQLitePathsOrPostgresURLsAndBadURLsSayWhatIsWrong() throws {
+        #expect(try StoreLocation("foyer.sqlite") == .sqlite(path: "foyer.sqlite"))
+        #expect(try StoreLocation(":memory:") == .sqlite(path: ":memory:"))
+        guard case .postgres(let location) = try StoreLocation("postgresql://fo%40yer:p%3Ass@db.internal:6543/foyer_prod?sslmode=verify-full") else {
+            Issue.record("not read as PostgreSQL")
+            return
+        }
+        #expect(location.username == "fo@yer" && location.password == "p:ss" && location.host == "db.internal")
+        #expect(location.port == 6543 && location.database == "foyer_prod" && location.tls == .verifyFull)
+        #expect(location.redacted == "postgres://fo@yer:***@db.internal:6543/foyer_prod?sslmode=verify-full")
+        #expect(try StoreLocation("postgres://foyer@localhost/foyer") == .postgres(try PostgresLocation(url: "postgres://foyer@localhost:5432/foyer?sslmode=prefer")))
+        for (url, says) in [
+            ("postgres://localhost/foyer", "names no user"),
+            ("postgres://foyer:secret@localhost", "names no database"),
+            ("postgres://foyer:secret@localhost/foyer?sslmode=sometimes", "sslmode=sometimes is not one of"),
+            ("postgres://foyer:secret@localhost/foyer?timeout=3", "timeout is not a database URL option"),
+        ] {
+            #expect {
+                try StoreLocation(url)
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains(says) && !text.contains("secret")
+            }
+        }
+    }
+
     @Test(arguments: kinds) func aServerSecretIsMadeOnceAndKept(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }

@@ -125,9 +125,8 @@ public func buildApplication(
     let upstreamToken = config.graphQLUpstreamToken
     if let signals {
         followOtherInstances(
-            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, embeddedEvents: embeddedEvents, remoteAuthors: remoteAuthors,
-            pushRelay: pushRelay, taskBroadcasts: taskBroadcasts,
-            streams: streams
+            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, streams: streams, embeddedEvents: embeddedEvents,
+            taskBroadcasts: taskBroadcasts, remoteAuthors: remoteAuthors, pushRelay: pushRelay
         )
     }
 
@@ -195,8 +194,7 @@ public func buildApplication(
 /// notification) is done by the leader, and the authors of Foyer's own mutations travel so it knows them.
 private func followOtherInstances(
     _ signals: ClusterSignals, sessions: SessionStore, posts: PostRepository, broadcastPost: @escaping @Sendable (PostChange) -> Void,
-    embeddedEvents: TaskEvents?, remoteAuthors: RecentTaskAuthors?, pushRelay: PushRelay?, taskBroadcasts: TaskBroadcasts,
-    streams: LiveStreams
+    streams: LiveStreams, embeddedEvents: TaskEvents?, taskBroadcasts: TaskBroadcasts, remoteAuthors: RecentTaskAuthors?, pushRelay: PushRelay?
 ) {
     signals.onSignal { signal in
         switch signal {

@@ -60,7 +60,7 @@ public final class PostgresStore: Sendable {
         let (location, logger) = (location, logger)
         var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.username, password: location.password,
-            database: location.database, tls: Self.tls(location.tls, connection: true)
+            database: location.database, tls: try Self.tls(location.tls, connection: true)
         )
         configuration.options.connectTimeout = .seconds(Int64(timeout.components.seconds))
         do {
@@ -200,11 +200,11 @@ public final class PostgresStore: Sendable {
         }
     }
 
-    private static func tls(_ mode: PostgresLocation.TLSMode, connection: Bool) -> PostgresConnection.Configuration.TLS {
+    private static func tls(_ mode: PostgresLocation.TLSMode, connection: Bool) throws -> PostgresConnection.Configuration.TLS {
         switch tlsChoice(mode) {
         case nil: .disable
-        case (let configuration, false)?: .prefer(try! NIOSSLContext(configuration: configuration))
-        case (let configuration, true)?: .require(try! NIOSSLContext(configuration: configuration))
+        case (let configuration, false)?: .prefer(try NIOSSLContext(configuration: configuration))
+        case (let configuration, true)?: .require(try NIOSSLContext(configuration: configuration))
         }
     }
 
