@@ -38,9 +38,11 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// The database opened and up to date; a clear message and exit 1 when that cannot be.
-    func openStore() async throws -> Store {
+    func openStore(logLevel: Logger.Level = .info) async throws -> Store {
+        var logger = Logger(label: "foyer")
+        logger.logLevel = logLevel
         do {
-            return try await Store.open(databasePath, logger: Logger(label: "foyer"))
+            return try await Store.open(databasePath, logger: logger)
         } catch let error as PostgresStore.Unreachable {
             FileHandle.standardError.write(Data("Foyer cannot start: \(error)\n".utf8))
             throw ExitCode.failure
@@ -192,7 +194,7 @@ struct Serve: AsyncParsableCommand {
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]
         )
-        let store = try await common.openStore()
+        let store = try await common.openStore(logLevel: config.logLevel)
         do {
             let app = try await buildApplication(config, store: store)
             // runService stops gracefully on SIGTERM and SIGINT: in-flight requests finish first.

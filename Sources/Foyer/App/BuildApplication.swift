@@ -99,7 +99,7 @@ public func buildApplication(
         trustProxy: config.trustProxy, sessionLifetime: config.sessionLifetime, metrics: metrics
     )
     let graphQL: any GraphQLExecutor
-    var embeddedEvents: TaskEvents?
+    var embedded: EmbeddedGraphQLExecutor?
     if let upstream {
         let connections = try UpstreamConnections(url: upstream.url)
         services.append(ClosingService { connections.close() })
@@ -114,18 +114,18 @@ public func buildApplication(
             broadcasts: taskBroadcasts, logger: logger
         ))
     } else {
-        let embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: store))
-        embedded.events.observe { [signals] kind, task, relayed in
+        let service = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: store))
+        service.events.observe { [signals] kind, task, relayed in
             taskBroadcasts.publish(kind, task.item, notify: !relayed)
             if !relayed { signals?.send(.taskChanged(kind.rawValue, .init(task))) }
         }
-        embeddedEvents = embedded.events
-        graphQL = embedded
+        embedded = service
+        graphQL = service
     }
     let upstreamToken = config.graphQLUpstreamToken
     if let signals {
         followOtherInstances(
-            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, streams: streams, embeddedEvents: embeddedEvents,
+            signals, sessions: sessions, posts: posts, broadcastPost: broadcastPost, streams: streams, embedded: embedded,
             taskBroadcasts: taskBroadcasts, remoteAuthors: remoteAuthors, pushRelay: pushRelay
         )
     }
@@ -194,7 +194,7 @@ public func buildApplication(
 /// notification) is done by the leader, and the authors of Foyer's own mutations travel so it knows them.
 private func followOtherInstances(
     _ signals: ClusterSignals, sessions: SessionStore, posts: PostRepository, broadcastPost: @escaping @Sendable (PostChange) -> Void,
-    streams: LiveStreams, embeddedEvents: TaskEvents?, taskBroadcasts: TaskBroadcasts, remoteAuthors: RecentTaskAuthors?, pushRelay: PushRelay?
+    streams: LiveStreams, embedded: EmbeddedGraphQLExecutor?, taskBroadcasts: TaskBroadcasts, remoteAuthors: RecentTaskAuthors?, pushRelay: PushRelay?
 ) {
     signals.onSignal { signal in
         switch signal {
@@ -211,7 +211,12 @@ private func followOtherInstances(
             }
         case .taskChanged(let kind, let task):
             guard let kind = TaskEvents.Kind(rawValue: kind) else { return }
-            embeddedEvents?.publish(kind, task.record, relayed: true)
+            embedded?.events.publish(kind, task.record, relayed: true)
+        case .taskStored(let kind, let id):
+            guard let embedded, let kind = TaskEvents.Kind(rawValue: kind) else { return }
+            // A deleted task cannot be read back: pages load their lists again instead.
+            guard kind != .deleted else { return taskBroadcasts.reload() }
+            if let task = try? await embedded.store.find(id: id) { embedded.events.publish(kind, task, relayed: true) }
         case .tasksAuthored(let ids, let userID):
             remoteAuthors?.remember(ids, userID: userID)
         case .pushOutcome(let operation, let outcome):

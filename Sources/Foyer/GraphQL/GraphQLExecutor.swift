@@ -84,10 +84,12 @@ enum GraphQLUpstreamError: Error {
 /// Runs the showcase task schema in-process: the default when no upstream is configured.
 struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     let schema: GraphQLSchema
+    let store: EmbeddedTaskStore
     let events = TaskEvents()
     let shared = SharedSubscriptions()
 
     init(store: EmbeddedTaskStore) throws {
+        self.store = store
         schema = try EmbeddedTaskSchema.make(store: store, events: events)
     }
 

@@ -14,6 +14,8 @@ final class ClusterSignals: Service, Sendable {
         case postChanged(PostChangeKind, id: Int64)
         /// A change of the embedded task service's (other instances' pages and subscriptions hear of it).
         case taskChanged(String, TaskSnapshot)
+        /// The same, for a task too large for a notification's 8,000 bytes: read it from the database.
+        case taskStored(String, id: Int64)
         /// Who made changes at the remote task server (its events do not say).
         case tasksAuthored([String], userID: Int64)
         /// What Unified Push answered to an outbox operation (a request on another instance may be waiting for it).
@@ -88,8 +90,13 @@ final class ClusterSignals: Service, Sendable {
     private func sendAll() async {
         let encoder = JSONEncoder()
         for await signal in outgoingSignals {
-            guard let payload = try? String(decoding: encoder.encode(Envelope(from: instance, signal: signal)), as: UTF8.self) else { continue }
-            // A NOTIFY payload must stay under 8,000 bytes; a signal that big is a bug, not a reason to stop.
+            guard var payload = try? String(decoding: encoder.encode(Envelope(from: instance, signal: signal)), as: UTF8.self) else { continue }
+            // A NOTIFY payload must stay under 8,000 bytes. A task with a long description goes by its id instead.
+            if payload.utf8.count >= 7_900, case .taskChanged(let kind, let task) = signal,
+                let smaller = try? String(decoding: encoder.encode(Envelope(from: instance, signal: .taskStored(kind, id: task.id))), as: UTF8.self)
+            {
+                payload = smaller
+            }
             guard payload.utf8.count < 7_900 else {
                 logger.error("A cluster signal was too large to send", metadata: ["bytes": .stringConvertible(payload.utf8.count)])
                 continue
