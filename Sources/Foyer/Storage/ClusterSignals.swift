@@ -37,7 +37,9 @@ final class ClusterSignals: Service, Sendable {
         let signal: Signal
     }
 
-    static let channel = "foyer_signals"
+    /// Notifications and advisory locks belong to the whole database: Foyers whose tables are in other schemas
+    /// of it (the test suite's stores) must not hear each other or share a leader.
+    let channel: String
     let instance = UUID().uuidString
     private let store: PostgresStore
     private let logger: Logger
@@ -49,8 +51,9 @@ final class ClusterSignals: Service, Sendable {
     /// True while this instance hears the others.
     private let listening = NIOLockedValueBox(false)
     private let leading = NIOLockedValueBox(false)
-    /// Held by one instance's listening connection at a time; the others try again every `leadershipRetry`.
-    private static let leadershipLock: Int64 = 0x666f_7965_725f_6c64
+    /// Held by one instance's listening connection at a time; the others try again every `leadershipRetry`. The
+    /// lock's two keys: this constant and the hash of the schema.
+    private static let leadershipLock: Int32 = 0x666f_796c
     static let leadershipRetry: Duration = .seconds(3)
 
     /// Whether this instance is the one that acts for all on what every instance hears alike (a remote task
@@ -60,6 +63,7 @@ final class ClusterSignals: Service, Sendable {
     init(store: PostgresStore, logger: Logger) {
         self.store = store
         self.logger = logger
+        channel = store.schema.map { "foyer_signals_\($0)" } ?? "foyer_signals"
         (outgoingSignals, outgoing) = AsyncStream.makeStream(of: Signal.self)
     }
 
@@ -103,7 +107,7 @@ final class ClusterSignals: Service, Sendable {
             }
             for attempt in 0..<3 {
                 do {
-                    try await store.query("SELECT pg_notify(\(Self.channel), \(payload))")
+                    try await store.query("SELECT pg_notify(\(self.channel), \(payload))")
                     break
                 } catch {
                     // The others will see a gap in their listening and reload anyway once the database is back.
@@ -140,7 +144,7 @@ final class ClusterSignals: Service, Sendable {
         guard isLeader, !connection.isClosed else { return }
         let logger = logger
         let unlock = Task.detached {
-            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.leadershipLock))", logger: logger).collect()
+            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.leadershipLock), hashtext(current_schema()))", logger: logger).collect()
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await unlock.value }
@@ -155,7 +159,7 @@ final class ClusterSignals: Service, Sendable {
     private func leadWhenFree(_ connection: PostgresConnection) async throws {
         while !Task.isCancelled {
             if !isLeader {
-                let won = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leadershipLock))", logger: logger).collect()
+                let won = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leadershipLock), hashtext(current_schema()))", logger: logger).collect()
                 if try won.first?.decode(Bool.self) == true {
                     leading.withLockedValue { $0 = true }
                     logger.info("This instance now acts for all on the remote task server's events")
@@ -172,7 +176,7 @@ final class ClusterSignals: Service, Sendable {
         while !Task.isCancelled {
             do {
                 try await store.client.withConnection { connection in
-                    try await connection.listen(on: Self.channel) { notifications in
+                    try await connection.listen(on: self.channel) { notifications in
                         self.listening.withLockedValue { $0 = true }
                         if listenedBefore {
                             self.logger.info("Listening to the other instances again; dropping what their signals keep fresh")
