@@ -172,6 +172,28 @@ import Testing
         if kind == .postgres { #expect(running.most == 1) }
     }
 
+    /// A refresh holds no connection while Keycloak answers: more sessions refreshing at once than the pool has
+    /// connections all finish. (Holding one per refresh took them all, and every refresh then waited for another.)
+    @Test(arguments: kinds) func moreSessionsRefreshingAtOnceThanThePoolHasConnectionsAllFinish(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let storage = store.keycloakStorage
+        let finished = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    try await storage.exclusively(refreshing: "session-\(index)") {
+                        _ = try await storage.tokens(ofSession: "session-\(index)")
+                        try await Task.sleep(for: .milliseconds(300))
+                        _ = try await storage.tokens(ofSession: "session-\(index)")
+                        return 1
+                    }
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(finished == 40)
+    }
+
     @Test(arguments: kinds) func offlineTaskCopiesAreKeptPerUserAndKey(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }
@@ -293,6 +315,37 @@ import Testing
 
 /// Instances sharing a PostgreSQL database, as far as their signals go.
 @Suite(.enabled(if: TestStoreKind.postgresURL != nil, "needs the suite's PostgreSQL cluster")) struct ClusterSignalsTests {
+    @Test func aLeaseIsRenewedWhileItsWorkRunsFreedWhenItEndsAndTakenWhenItsHolderLetItLapse() async throws {
+        let first = try await Store.fresh(.postgres)
+        let second = try await Store.reopen(first)
+        defer {
+            first.close()
+            second.close()
+        }
+        guard case .postgres(let a) = first, case .postgres(let b) = second else { return }
+        let term = Duration.milliseconds(600)
+        let started = Gate()
+        let holding = Task {
+            try await a.withLease("work", term: term, waitingUpTo: nil) {
+                started.open()
+                try await Task.sleep(for: term * 3)
+                return "done"
+            }
+        }
+        try await eventually { started.isOpen }
+        // Past two terms the holder has renewed it: the other instance does not get it.
+        try await Task.sleep(for: term * 2)
+        #expect(try await b.withLease("work", term: term, waitingUpTo: nil) { "taken" } == nil)
+        // Waiting, it gets the lease as soon as the work is over.
+        #expect(try await b.withLease("work", term: term, waitingUpTo: .seconds(5)) { "after" } == "after")
+        #expect(try await holding.value == "done")
+
+        // An instance that died holding a lease: it lapses after its term.
+        try await a.query("INSERT INTO foyer_leases (name, holder, lapses_at) VALUES ('orphan', 'gone', now() + interval '0.5 seconds')")
+        #expect(try await b.withLease("orphan", waitingUpTo: nil) { "early" } == nil)
+        #expect(try await b.withLease("orphan", waitingUpTo: .seconds(5)) { "lapsed" } == "lapsed")
+    }
+
     @Test func instancesHearEachOthersSignalsInOrderOneLeadsAndAnotherTakesOverWhenItGoes() async throws {
         let first = try await Store.fresh(.postgres)
         let second = try await Store.reopen(first)
@@ -388,6 +441,13 @@ private final class ChangeLog: @unchecked Sendable {
 }
 
 /// How many bodies ran at once, at most.
+private final class Gate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var opened = false
+    var isOpen: Bool { lock.withLock { opened } }
+    func open() { lock.withLock { opened = true } }
+}
+
 private final class RunningCount: @unchecked Sendable {
     private let lock = NSLock()
     private var now = 0

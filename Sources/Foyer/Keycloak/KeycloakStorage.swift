@@ -132,14 +132,13 @@ struct PostgresKeycloakStorage: KeycloakStorage {
         return try rows.map { try $0.decode((String, Int64).self) }
     }
 
-    /// A transaction-scoped advisory lock on the session id: the other instances wait for it, then read the
-    /// tokens the refresh stored.
+    /// A lease per session: the other instances wait for it, then read the tokens the refresh stored. (Keycloak
+    /// answers or times out within 10 s, so a wait of twice that means something is wrong.)
     func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value {
-        let logger = store.logger
-        return try await store.transaction { connection in
-            try await connection.run("SELECT pg_advisory_xact_lock(hashtext('keycloak refresh ' || \(sessionID)))", logger: logger)
-            return try await body()
+        guard let value = try await store.withLease("keycloak refresh \(sessionID)", waitingUpTo: .seconds(20), body) else {
+            throw AppError(.serviceUnavailable, title: "Sign-in service busy", message: "Another instance is still renewing this sign-in. Try again in a moment.")
         }
+        return value
     }
 
     func insert(_ attempt: KeycloakSignInAttempt, droppingOlderThan date: Date) async throws {

@@ -244,12 +244,7 @@ struct PostgresPushStorage: PushStorage {
     }
 
     func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value? {
-        let logger = store.logger
-        return try await store.transaction { connection in
-            let turn = try await connection.run("SELECT pg_try_advisory_xact_lock(hashtext('push outbox'))", logger: logger)
-            guard try turn[0].decode(Bool.self) else { return nil }
-            return await body()
-        }
+        try await store.withLease("push outbox", waitingUpTo: nil, body)
     }
 
     @discardableResult

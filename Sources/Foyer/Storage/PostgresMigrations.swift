@@ -129,6 +129,9 @@ enum PostgresMigrations {
             """,
             "CREATE INDEX push_outbox_by_device ON push_outbox (device_token)",
         ]),
+        ("2: leases, for work one instance at a time does (PostgresLeases)", [
+            "CREATE TABLE foyer_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, lapses_at TIMESTAMPTZ NOT NULL)",
+        ]),
     ]
 
     /// An arbitrary constant: instances starting together take turns at the schema.
