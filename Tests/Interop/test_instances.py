@@ -19,7 +19,7 @@ from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, w
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_posts_browser import sign_in
-from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, curl_json, ios_token, push_args, ups, wait_until  # noqa: F401
+from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, push_args, register_ios_device, ups, wait_until  # noqa: F401
 from test_push import sign_in as push_sign_in
 
 PSQL = "/usr/lib/postgresql/15/bin/psql"
@@ -286,8 +286,8 @@ def test_with_a_remote_task_server_each_upstream_event_is_pushed_once_and_never_
         add_user(a, BOB_EMAIL, BOB_PASSWORD)
         demo_token, demo_id = push_sign_in(a)
         bob_token, bob_id = push_sign_in(b, BOB_EMAIL, BOB_PASSWORD)
-        assert curl_json(a, "POST", "/api/v1/devices", demo_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
-        assert curl_json(b, "POST", "/api/v1/devices", bob_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
+        register_ios_device(a, demo_token)
+        register_ios_device(b, bob_token)
         for instance in (a, b):
             wait_until(lambda: "Following the upstream's task events" in instance.log_path.read_text(), what="the task feed")
         wait_until(lambda: any("acts for all" in i.log_path.read_text() for i in (a, b)), what="a leader")

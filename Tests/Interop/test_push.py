@@ -33,6 +33,11 @@ def ios_token() -> str:
     return secrets.token_hex(32)
 
 
+def register_ios_device(server, token: str) -> None:
+    status, answer = curl_json(server, "POST", "/api/v1/devices", token, {"deviceToken": ios_token(), "deviceType": "ios"})
+    assert status == 201, answer
+
+
 def android_token() -> str:
     return "f" + secrets.token_urlsafe(20).replace("-", "_") + ":APA91b" + secrets.token_urlsafe(90)
 
@@ -164,7 +169,7 @@ def test_signing_out_unregisters_the_devices_registered_through_that_session(pus
 def test_a_task_created_by_one_user_is_sent_to_the_other_users_alias(push_server, ups):
     demo_token, demo_id = sign_in(push_server)
     bob_token, bob_id = sign_in(push_server, BOB_EMAIL, BOB_PASSWORD)
-    assert curl_json(push_server, "POST", "/api/v1/devices", demo_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
+    register_ios_device(push_server, demo_token)
     assert curl_json(push_server, "POST", "/api/v1/devices", bob_token, {"deviceToken": android_token(), "deviceType": "android"})[0] == 201
 
     title = f"Pushed {time.time_ns()}"
@@ -297,8 +302,8 @@ def test_changes_at_a_remote_task_server_reach_every_user_but_their_author(tmp_p
         add_user(running, BOB_EMAIL, BOB_PASSWORD)
         demo_token, demo_id = sign_in(running)
         bob_token, bob_id = sign_in(running, BOB_EMAIL, BOB_PASSWORD)
-        assert curl_json(running, "POST", "/api/v1/devices", demo_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
-        assert curl_json(running, "POST", "/api/v1/devices", bob_token, {"deviceToken": ios_token(), "deviceType": "ios"})[0] == 201
+        register_ios_device(running, demo_token)
+        register_ios_device(running, bob_token)
         create = "mutation($title: String!) { createTask(title: $title, description: \"remote\") { id } }"
         wait_until(lambda: "Following the upstream's task events" in running.log_path.read_text(), what="the task feed")
 
