@@ -199,7 +199,8 @@ private final class AnswerHandler: ChannelInboundHandler, RemovableChannelHandle
 
     private func arm(at when: NIODeadline) {
         guard let context else { return }
-        timer = context.eventLoop.scheduleTask(deadline: when) {
+        // Handlers run on their channel's loop, and so does this timer: no other thread touches `self`.
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: when) {
             self.timer = nil
             guard self.promise != nil, let deadline = self.deadline else { return }
             if NIODeadline.now() >= deadline { self.timeOut() } else { self.arm(at: deadline) }
