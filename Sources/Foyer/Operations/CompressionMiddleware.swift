@@ -98,7 +98,7 @@ struct CompressionMiddleware: RouterMiddleware {
         }
 
         mutating func write(_ part: ByteBuffer) async throws {
-            buffer.withLockedValue { $0.writeImmutableBuffer(part) }
+            _ = buffer.withLockedValue { $0.writeImmutableBuffer(part) }
         }
 
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
