@@ -324,15 +324,15 @@ import Testing
         }
         guard case .postgres(let a) = first, case .postgres(let b) = second else { return }
         let term = Duration.milliseconds(600)
-        let started = Gate()
+        let running = RunningCount()
         let holding = Task {
             try await a.withLease("work", term: term, waitingUpTo: nil) {
-                started.open()
+                running.enter()
                 try await Task.sleep(for: term * 3)
                 return "done"
             }
         }
-        try await eventually { started.isOpen }
+        try await eventually { running.most == 1 }
         // Past two terms the holder has renewed it: the other instance does not get it.
         try await Task.sleep(for: term * 2)
         #expect(try await b.withLease("work", term: term, waitingUpTo: nil) { "taken" } == nil)
@@ -441,13 +441,6 @@ private final class ChangeLog: @unchecked Sendable {
 }
 
 /// How many bodies ran at once, at most.
-private final class Gate: @unchecked Sendable {
-    private let lock = NSLock()
-    private var opened = false
-    var isOpen: Bool { lock.withLock { opened } }
-    func open() { lock.withLock { opened = true } }
-}
-
 private final class RunningCount: @unchecked Sendable {
     private let lock = NSLock()
     private var now = 0
