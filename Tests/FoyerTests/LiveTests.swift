@@ -298,7 +298,7 @@ final class RawStream {
 @Suite struct SharedSubscriptionTests {
     @Test func subscribersOfTheSameRequestShareOneFeedThatEndsWithTheLastOne() async throws {
         let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)))
+        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)), changes: TaskChanges())
         let added = GraphQLRequest(query: "subscription { taskAdded { id title } }")
         let credentials = UpstreamCredentials(bearerToken: nil)
         let other = try await executor.subscribe(GraphQLRequest(query: "subscription { taskDeleted { id } }"), credentials: credentials)

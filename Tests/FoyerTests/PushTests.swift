@@ -234,12 +234,12 @@ import Testing
     }
 
     @Test func theAuthorsOfFoyersOwnMutationsAreReadFromTheirAnswers() {
-        let authors = RecentTaskAuthors()
+        let authors = TaskAuthors()
         let now = Date()
         authors.record(answer: Data(#"{"data": {"createTask": {"id": "7", "title": "t"}, "gone": "8", "nothing": null}}"#.utf8), userID: 3, now: now)
         #expect(authors.author(of: "7", now: now) == 3 && authors.author(of: "8", now: now) == 3)
         #expect(authors.author(of: "9", now: now) == nil)
-        #expect(authors.author(of: "7", now: now.addingTimeInterval(RecentTaskAuthors.lifetime + 1)) == nil)
+        #expect(authors.author(of: "7", now: now.addingTimeInterval(TaskAuthors.lifetime + 1)) == nil)
         authors.record(answer: Data(#"{"errors": [{"message": "no"}]}"#.utf8), userID: 4, now: now)
         #expect(authors.author(of: "7", now: now) == 3)
     }

@@ -12,7 +12,7 @@ final class SwitchableExecutor: GraphQLExecutor {
     private let reachable = NIOLockedValueBox(true)
 
     init(database: any DatabaseWriter) throws {
-        embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)))
+        embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)), changes: TaskChanges())
     }
 
     func set(reachable: Bool) { self.reachable.withLockedValue { $0 = reachable } }

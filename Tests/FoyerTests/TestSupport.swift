@@ -183,3 +183,17 @@ func signInForm(_ client: some TestClientProtocol, headers extra: HTTPFields = [
         return (headers, String(html[start.upperBound...].prefix { $0 != "\"" }))
     }
 }
+
+/// Waits for `check` to hold, asking every 50 ms; records an issue when it does not within `limit`.
+func eventually(
+    within limit: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation, _ check: @Sendable () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + limit
+    while try await !check() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("not within \(limit)", sourceLocation: sourceLocation)
+            return
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}

@@ -5,7 +5,11 @@ import GraphQL
 enum EmbeddedTaskSchema {
     static let statuses = ["OPEN", "ASSIGNED", "COMPLETE"]
 
-    static func make(store: EmbeddedTaskStore, events: TaskEvents) throws -> GraphQLSchema {
+    static func make(store: EmbeddedTaskStore, events: TaskEvents, changes: TaskChanges) throws -> GraphQLSchema {
+        /// Runs inside the mutation: its author is the user it runs for, when Foyer's mutations are observed.
+        @Sendable func changed(_ kind: TaskChange.Kind, _ task: TaskRecord) {
+            changes.publish(TaskChange(kind: kind, task: task.item, author: TaskAuthors.current, origin: .embedded))
+        }
         let status = try GraphQLEnumType(
             name: "TaskStatus",
             values: GraphQLEnumValueMap(uniqueKeysWithValues: statuses.map { ($0, GraphQLEnumValue(value: .string($0))) })
@@ -58,7 +62,7 @@ enum EmbeddedTaskSchema {
                             title: args["title"].string ?? "", description: args["description"].string ?? "",
                             status: args["status"].string ?? "OPEN"
                         )
-                        events.publish(.added, task)
+                        changed(.added, task)
                         return task
                     }
                 ),
@@ -78,7 +82,7 @@ enum EmbeddedTaskSchema {
                                 id: id, version: args["version"].int ?? 0, title: args["title"].string,
                                 description: args["description"].string, status: args["status"].string
                             )
-                            if let task { events.publish(.updated, task) }
+                            if let task { changed(.updated, task) }
                             return task
                         } catch let conflict as TaskVersionConflict {
                             throw offixConflict(server: conflict.serverState, client: args, info: info)
@@ -90,7 +94,7 @@ enum EmbeddedTaskSchema {
                     args: ["id": GraphQLArgument(type: GraphQLNonNull(GraphQLID))],
                     resolve: { _, args, _, _ in
                         guard let raw = args["id"].string, let id = Int64(raw), let task = try await store.delete(id: id) else { return nil }
-                        events.publish(.deleted, task)
+                        changed(.deleted, task)
                         return raw
                     }
                 ),
@@ -100,7 +104,7 @@ enum EmbeddedTaskSchema {
         let subscription = try GraphQLObjectType(
             name: "Subscription",
             fields: GraphQLFieldMap(
-                uniqueKeysWithValues: TaskEvents.Kind.allCases.map { kind in
+                uniqueKeysWithValues: TaskChange.Kind.allCases.map { kind in
                     (kind.rawValue, GraphQLField(type: task, resolve: { source, _, _, _ in source }, subscribe: { _, _, _, _ in events.stream(of: kind) }))
                 }
             )

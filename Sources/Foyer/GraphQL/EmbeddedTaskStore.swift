@@ -21,6 +21,11 @@ extension TaskRecord {
     var item: TaskItem {
         TaskItem(id: String(id ?? 0), version: version, title: title, description: description, status: status)
     }
+
+    /// An embedded task as pages saw it change (its id is this service's own, so a number).
+    init(_ item: TaskItem) {
+        self.init(id: Int64(item.id), title: item.title, description: item.description, status: item.status ?? "OPEN", version: item.version ?? 1)
+    }
 }
 
 struct TaskVersionConflict: Error {

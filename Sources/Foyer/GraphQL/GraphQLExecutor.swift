@@ -85,23 +85,22 @@ enum GraphQLUpstreamError: Error {
 struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     let schema: GraphQLSchema
     let store: EmbeddedTaskStore
-    let events = TaskEvents()
+    let events: TaskEvents
     let shared = SharedSubscriptions()
 
-    init(store: EmbeddedTaskStore) throws {
+    /// Its changes go out through `changes`, and its subscriptions follow what comes in there.
+    init(store: EmbeddedTaskStore, changes: TaskChanges) throws {
         self.store = store
-        schema = try EmbeddedTaskSchema.make(store: store, events: events)
+        events = TaskEvents(following: changes)
+        schema = try EmbeddedTaskSchema.make(store: store, events: events, changes: changes)
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         let result: GraphQLResult
         do {
-            // The store's events fire during the execution: they learn their author from it.
-            result = try await TaskChangeAuthor.$userID.withValue(credentials.userID) {
-                try await graphql(
-                    schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
-                )
-            }
+            result = try await graphql(
+                schema: schema, request: request.query, variableValues: request.variables, operationName: request.operationName
+            )
         } catch let error as GraphQLError {
             // Syntax errors are thrown rather than returned; clients expect them in `errors` all the same.
             result = GraphQLResult(errors: [error])
@@ -137,6 +136,15 @@ extension EmbeddedGraphQLExecutor {
         case .success(let results):
             let feed = shared.install(key, results: results)
             return shared.events(of: feed, key: key)
+        }
+    }
+}
+
+extension UpstreamCredentials {
+    /// A Keycloak session relays its own access token; other sessions the configured one, if any.
+    static func source(keycloak: KeycloakSessions?, configuredToken: String?) -> UpstreamCredentialSource {
+        { identity in
+            UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? configuredToken, userID: identity.userId)
         }
     }
 }

@@ -15,8 +15,6 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     let webSocketURL: String?
     let connections: UpstreamConnections
     let metrics: FoyerMetrics
-    /// Where the authors of Foyer's own mutations are noted (when push notifications want them).
-    var authors: RecentTaskAuthors? = nil
     let health = UpstreamHealth()
     /// The task pages' few documents, judged once: a query may be sent again on a fresh connection.
     let analyses = QueryAnalysisCache()
@@ -52,9 +50,6 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         do {
             let reply = try await forward(request, isQuery: isQuery, credentials: credentials)
             metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)
-            if !isQuery, let authors, let userID = credentials.userID {
-                authors.record(answer: Data(reply.body.readableBytesView), userID: userID)
-            }
             return reply
         } catch let error as GraphQLUpstreamError {
             metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)

@@ -1,20 +1,22 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// The embedded task service's subscription feed: mutations publish, each open subscription gets its own stream.
+/// The embedded task service's subscription feed: each open subscription gets its own stream of the task changes
+/// it asked for, made here or on another instance sharing the database.
 final class TaskEvents: Sendable {
-    enum Kind: String, Sendable, CaseIterable {
-        case added = "taskAdded"
-        case updated = "taskUpdated"
-        case deleted = "taskDeleted"
-    }
-
     /// A subscriber that stops reading keeps only the newest events, so it cannot grow memory without bound.
     static let bufferedEventsPerSubscriber = 100
 
-    private let subscribers = NIOLockedValueBox<[UUID: (kind: Kind, continuation: AsyncStream<TaskRecord>.Continuation)]>([:])
+    private let subscribers = NIOLockedValueBox<[UUID: (kind: TaskChange.Kind, continuation: AsyncStream<TaskRecord>.Continuation)]>([:])
 
-    func stream(of kind: Kind) -> AsyncStream<TaskRecord> {
+    init(following changes: TaskChanges) {
+        changes.listen { [weak self] event in
+            guard case .change(let change) = event, change.origin != .upstream else { return }
+            self?.deliver(change)
+        }
+    }
+
+    func stream(of kind: TaskChange.Kind) -> AsyncStream<TaskRecord> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: TaskRecord.self, bufferingPolicy: .bufferingNewest(Self.bufferedEventsPerSubscriber)
         )
@@ -26,17 +28,10 @@ final class TaskEvents: Sendable {
         return stream
     }
 
-    /// Handlers called on every event, in the publisher's task: for work that must not lag (live pages).
-    /// `relayed`: the change was made on another instance sharing the database, which told this one.
-    private let observers = NIOLockedValueBox<[@Sendable (Kind, TaskRecord, _ relayed: Bool) -> Void]>([])
-
-    func observe(_ handler: @escaping @Sendable (Kind, TaskRecord, _ relayed: Bool) -> Void) {
-        observers.withLockedValue { $0.append(handler) }
-    }
-
-    func publish(_ kind: Kind, _ task: TaskRecord, relayed: Bool = false) {
-        for observer in observers.withLockedValue({ $0 }) { observer(kind, task, relayed) }
-        let receivers = subscribers.withLockedValue { $0.values.filter { $0.kind == kind }.map(\.continuation) }
+    private func deliver(_ change: TaskChange) {
+        let receivers = subscribers.withLockedValue { $0.values.filter { $0.kind == change.kind }.map(\.continuation) }
+        guard !receivers.isEmpty else { return }
+        let task = TaskRecord(change.task)
         for receiver in receivers { receiver.yield(task) }
     }
 

@@ -28,6 +28,7 @@ final class KeycloakSessions: Sendable {
 
     let client: KeycloakClient
     let verifier: KeycloakTokenVerifier
+    let store: Store
     let storage: any KeycloakStorage
     let users: any UserStorage
     let sessions: SessionStore
@@ -38,6 +39,7 @@ final class KeycloakSessions: Sendable {
     init(client: KeycloakClient, store: Store, sessions: SessionStore, trustProxy: Bool, logger: Logger) {
         self.client = client
         verifier = KeycloakTokenVerifier(client: client)
+        self.store = store
         self.storage = store.keycloakStorage
         self.users = store.userStorage
         self.sessions = sessions
@@ -150,6 +152,15 @@ final class KeycloakSessions: Sendable {
         try await storage.save(record)
     }
 
+    /// One instance at a time refreshes a session's tokens; the others wait, then read the tokens it stored.
+    /// (Keycloak answers or times out within 10 s, so a wait of twice that means something is wrong.)
+    private func refreshAlone(_ identity: Identity, sessionID: String) async throws -> String {
+        guard let token = try await store.exclusively("keycloak refresh \(sessionID)", waitingUpTo: .seconds(20), { try await self.refreshNow(identity) }) else {
+            throw AppError(.serviceUnavailable, title: "Sign-in service busy", message: "Another instance is still renewing this sign-in. Try again in a moment.")
+        }
+        return token
+    }
+
     /// The access token to relay for this session, refreshed first when it expires within `refreshMargin`;
     /// nil for a session that is not Keycloak's. Throws AuthenticationRequired when Keycloak ended the session.
     func accessToken(for identity: Identity) async throws -> String? {
@@ -160,7 +171,7 @@ final class KeycloakSessions: Sendable {
         let refresh = refreshing.withLockedValue { running in
             if let refresh = running[sessionID] { return refresh }
             // …and so do instances sharing a database: the others wait, then find the new tokens stored.
-            let refresh = Task { try await self.storage.exclusively(refreshing: sessionID) { try await self.refreshNow(identity) } }
+            let refresh = Task { try await self.refreshAlone(identity, sessionID: sessionID) }
             running[sessionID] = refresh
             return refresh
         }

@@ -10,8 +10,6 @@ protocol KeycloakStorage: Sendable {
     /// Unrevoked Foyer sessions opened with the realm session `sid` (of `subject`, when given), or with no `sid`
     /// every unrevoked session of `subject`.
     func sessions(keycloakSession sid: String?, subject: String?) async throws -> [(id: String, userId: Int64)]
-    /// Runs `body` while no other instance runs it for this session: one refresh per refresh token.
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value
 
     /// Stores a browser sign-in attempt; abandoned ones older than `lifetime` go.
     func insert(_ attempt: KeycloakSignInAttempt, droppingOlderThan: Date) async throws
@@ -60,11 +58,6 @@ struct SQLiteKeycloakStorage: KeycloakStorage {
             }
             return rows.map { ($0["id"], $0["user_id"]) }
         }
-    }
-
-    /// One instance owns a SQLite file: `KeycloakSessions` already runs one refresh per session in process.
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value {
-        try await body()
     }
 
     func insert(_ attempt: KeycloakSignInAttempt, droppingOlderThan date: Date) async throws {
@@ -130,15 +123,6 @@ struct PostgresKeycloakStorage: KeycloakStorage {
             rows = []
         }
         return try rows.map { try $0.decode((String, Int64).self) }
-    }
-
-    /// A lease per session: the other instances wait for it, then read the tokens the refresh stored. (Keycloak
-    /// answers or times out within 10 s, so a wait of twice that means something is wrong.)
-    func exclusively<Value: Sendable>(refreshing sessionID: String, _ body: @escaping @Sendable () async throws -> Value) async throws -> Value {
-        guard let value = try await store.withLease("keycloak refresh \(sessionID)", waitingUpTo: .seconds(20), body) else {
-            throw AppError(.serviceUnavailable, title: "Sign-in service busy", message: "Another instance is still renewing this sign-in. Try again in a moment.")
-        }
-        return value
     }
 
     func insert(_ attempt: KeycloakSignInAttempt, droppingOlderThan date: Date) async throws {

@@ -68,9 +68,11 @@ struct DeviceRegistration: Sendable {
 
 /// Devices and the outbox, kept together: every change to a device and what UPS must hear of it are one transaction.
 struct PushDevices: Sendable {
+    let store: Store
     let storage: any PushStorage
 
     init(store: Store) {
+        self.store = store
         storage = store.pushStorage
     }
 

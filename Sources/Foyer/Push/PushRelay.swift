@@ -79,7 +79,10 @@ final class PushRelay: Service, Sendable {
     /// Delivers queued operations in order until none is left (nil) or UPS cannot take one (why not).
     private func deliverQueued() async -> (String?, busyElsewhere: Bool) {
         do {
-            guard let reason = try await devices.storage.alone({ await self.deliverAll() }) else { return (nil, true) }
+            // One relay at a time keeps the outbox's order and sends nothing twice.
+            guard let reason = try await devices.store.exclusively("push outbox", waitingUpTo: nil, { await self.deliverAll() }) else {
+                return (nil, true)
+            }
             return (reason, false)
         } catch {
             logger.error("Push outbox cannot be read: \(error)")

@@ -18,9 +18,6 @@ protocol PushStorage: Sendable {
     /// (nil: the device goes).
     func finish(_ operation: PushOperation, pendingDeviceBecomes state: PushDevice.State?, now: Date) async throws
     func failed(_ operation: PushOperation, reason: String) async throws
-    /// Runs `body` unless another instance is working through the outbox now (then nil): one relay at a time keeps
-    /// the outbox's order and sends nothing twice.
-    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value?
 }
 
 extension Store {
@@ -111,11 +108,6 @@ struct SQLitePushStorage: PushStorage {
         try await database.write { db in
             try db.execute(sql: "UPDATE push_outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?", arguments: [reason, operation.id])
         }
-    }
-
-    /// One process owns the file.
-    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value? {
-        await body()
     }
 
     @discardableResult
@@ -241,10 +233,6 @@ struct PostgresPushStorage: PushStorage {
 
     func failed(_ operation: PushOperation, reason: String) async throws {
         try await store.query("UPDATE push_outbox SET attempts = attempts + 1, last_error = \(reason) WHERE id = \(operation.id)")
-    }
-
-    func alone<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) async throws -> Value? {
-        try await store.withLease("push outbox", waitingUpTo: nil, body)
     }
 
     @discardableResult

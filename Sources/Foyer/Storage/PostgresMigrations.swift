@@ -132,6 +132,10 @@ enum PostgresMigrations {
         ("2: leases, for work one instance at a time does (PostgresLeases)", [
             "CREATE TABLE foyer_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, lapses_at TIMESTAMPTZ NOT NULL)",
         ]),
+        ("3: cluster messages too large for a notification (ClusterBus)", [
+            "CREATE TABLE foyer_cluster_messages (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL, sent_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX foyer_cluster_messages_by_age ON foyer_cluster_messages (sent_at)",
+        ]),
     ]
 
     /// An arbitrary constant: instances starting together take turns at the schema.

@@ -25,3 +25,18 @@ extension Store {
         }
     }
 }
+
+extension Store {
+    /// Runs `body` while no other instance sharing the store runs work of the same `name`: a Keycloak refresh of
+    /// one session, a pass over the push outbox. Nil, without running `body`, when another keeps it past `wait`
+    /// (nil: not waiting at all). One process owns a SQLite file, so there it just runs; on PostgreSQL it holds a
+    /// lease (`PostgresLeases`).
+    func exclusively<Value: Sendable>(
+        _ name: String, waitingUpTo wait: Duration?, _ body: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value? {
+        switch self {
+        case .sqlite: try await body()
+        case .postgres(let store): try await store.withLease(name, waitingUpTo: wait, body)
+        }
+    }
+}

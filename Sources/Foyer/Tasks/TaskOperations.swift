@@ -12,7 +12,7 @@ enum TaskDocuments {
     static let update = "mutation UpdateTask($id: ID!, $version: Int!, $title: String, $description: String, $status: TaskStatus) { updateTask(id: $id, version: $version, title: $title, description: $description, status: $status) { \(fields) } }"
     static let delete = "mutation DeleteTask($id: ID!) { deleteTask(id: $id) }"
     /// The upstream's task events, one subscription per kind, by the field that carries the task.
-    static func subscription(_ kind: TaskEvents.Kind) -> String { "subscription { \(kind.rawValue) { \(fields) } }" }
+    static func subscription(_ kind: TaskChange.Kind) -> String { "subscription { \(kind.rawValue) { \(fields) } }" }
 }
 
 struct TaskItem: Codable, Sendable, Equatable {

@@ -47,27 +47,25 @@ struct TaskStreams: Sendable {
     }
 }
 
-/// Task changes from whichever source sees them (the embedded service's events, the upstream's subscription),
-/// sent to every open task page, and to devices when push notifications are on.
-struct TaskBroadcasts: Sendable {
+/// Open task pages follow every task change: each is rendered once and sent to all of them.
+struct TaskPages: Sendable {
     let streams: LiveStreams
     let fragments: TaskStreams
-    /// Devices hear of changes too, when push notifications for tasks are on.
-    var notifications: TaskNotifications? = nil
 
-    /// `notify`: false when another instance made the change (its own notifications go out from there).
-    func publish(_ kind: TaskEvents.Kind, _ task: TaskItem, notify: Bool = true) {
-        if notify { notifications?.taskChanged(kind, task) }
-        let html = switch kind {
-        case .added: fragments.added(task)
-        case .updated: fragments.updated(task)
-        case .deleted: fragments.deleted(id: task.id)
+    func follow(_ changes: TaskChanges) {
+        changes.listen { event in
+            switch event {
+            case .change(let change): streams.broadcast(html(for: change), on: .tasks)
+            case .missed: streams.broadcastReload(on: .tasks)
+            }
         }
-        streams.broadcast(html, on: .tasks)
     }
 
-    /// Events may have been missed (the upstream's socket dropped): open pages load their tasks again.
-    func reload() {
-        streams.broadcastReload(on: .tasks)
+    func html(for change: TaskChange) -> String {
+        switch change.kind {
+        case .added: fragments.added(change.task)
+        case .updated: fragments.updated(change.task)
+        case .deleted: fragments.deleted(id: change.task.id)
+        }
     }
 }

@@ -14,7 +14,7 @@ struct UpstreamTaskFeed: Service {
     let webSocketURL: String
     /// The token the feed signs in with: the configured upstream token, or a Keycloak client-credentials token.
     let token: @Sendable () async throws -> String?
-    let broadcasts: TaskBroadcasts
+    let changes: TaskChanges
     let logger: Logger
 
     func run() async {
@@ -28,7 +28,7 @@ struct UpstreamTaskFeed: Service {
                             defer { progress = (0, true) }
                             return progress.subscribedBefore
                         }
-                        if reconnected { broadcasts.reload() }
+                        if reconnected { changes.missed() }
                     }
                     logger.info("The upstream closed the task feed; reconnecting")
                 } catch is CancellationError {
@@ -49,11 +49,11 @@ struct UpstreamTaskFeed: Service {
 
     /// One connection, until it ends. `onSubscribed` runs once the upstream accepted the subscriptions.
     private func follow(onSubscribed: @escaping @Sendable () -> Void) async throws {
-        let starts = try TaskEvents.Kind.allCases.map { kind in
+        let starts = try TaskChange.Kind.allCases.map { kind in
             let start: Map = ["type": "start", "id": .string(kind.rawValue), "payload": ["query": .string(TaskDocuments.subscription(kind))]]
             return String(decoding: try JSONEncoder().encode(start), as: UTF8.self)
         }
-        let (broadcasts, logger) = (broadcasts, logger)
+        let (changes, logger) = (changes, logger)
         try await UpstreamGraphQLWS.session(url: webSocketURL, bearerToken: try await token()) { message, text, socket in
             switch message.type {
             case "connection_ack":
@@ -61,14 +61,14 @@ struct UpstreamTaskFeed: Service {
                 logger.info("Following the upstream's task events")
                 onSubscribed()
             case "data":
-                guard let kind = message.id.flatMap(TaskEvents.Kind.init(rawValue:)) else { return true }
+                guard let kind = message.id.flatMap(TaskChange.Kind.init(rawValue:)) else { return true }
                 struct DataMessage: Decodable {
                     struct Result: Decodable { let data: [String: TaskItem?]? }
                     let payload: Result
                 }
                 let decoded = try? JSONDecoder().decode(DataMessage.self, from: Data(text.utf8))
                 if let task = decoded?.payload.data?[kind.rawValue] ?? nil {
-                    broadcasts.publish(kind, task)
+                    changes.publish(TaskChange(kind: kind, task: task, origin: .upstream))
                 } else {
                     logger.warning("Upstream task event without a task: \(text.prefix(200))")
                 }

@@ -1,0 +1,20 @@
+/// Signing in and out: the sessions API native apps use, the web sign-in form, and the account page.
+struct SignInFeature {
+    let signIn: SignIn
+    let authenticator: Authenticator
+
+    init(_ app: Foundations, sessions: SessionsFeature, keycloak: KeycloakSessions?) {
+        signIn = SignIn(
+            users: sessions.users, sessions: sessions.sessions, keycloak: keycloak, throttle: sessions.throttle,
+            secureCookies: app.config.secureCookies, trustProxy: app.config.trustProxy, sessionLifetime: app.config.sessionLifetime,
+            metrics: app.metrics
+        )
+        authenticator = Authenticator(sessions: sessions.sessions, keycloak: keycloak)
+    }
+
+    func addRoutes(to router: FoyerRouter, views: Views) {
+        SessionsAPIController(signIn: signIn).addRoutes(to: router)
+        WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
+        AccountController(signIn: signIn, views: views).addRoutes(to: router)
+    }
+}

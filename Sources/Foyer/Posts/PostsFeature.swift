@@ -1,0 +1,66 @@
+/// Posts: the pages, the JSON API, and their live updates, on every instance.
+struct PostsFeature {
+    /// A post written on another instance: read it back from the shared database.
+    struct Changed: Codable, Sendable, Equatable {
+        enum Kind: String, Codable, Sendable { case created, updated, deleted }
+        let kind: Kind
+        let id: Int64
+    }
+    static let changed = ClusterTopic<Changed>("posts.changed")
+
+    let posts: PostRepository
+    let changes: ChangeFeed<PostChange>
+    let fragments: PostStreams
+
+    init(_ app: Foundations) {
+        let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
+        self.changes = changes
+        let fragments = PostStreams(views: app.views)
+        self.fragments = fragments
+        changes.listen { event in
+            switch event {
+            case .change(let change): streams.broadcast(fragments.html(for: change), on: .posts)
+            case .missed: streams.broadcastReload(on: .posts)
+            }
+        }
+        let posts = PostRepository(store: app.store) { change in
+            changes.publish(change)
+            cluster?.send(Changed(change), on: Self.changed)
+        }
+        self.posts = posts
+        guard let cluster else { return }
+        cluster.on(Self.changed) { changed in await Self.follow(changed, posts: posts, changes: changes) }
+        cluster.onBreak { posts.generation.bump() }
+        cluster.onGap {
+            posts.generation.bump()
+            changes.missed()
+        }
+    }
+
+    /// Another instance's write: cached lists let go, and open pages show the post as stored now (a later change
+    /// may have come meanwhile; its own message follows).
+    static func follow(_ changed: Changed, posts: PostRepository, changes: ChangeFeed<PostChange>) async {
+        posts.generation.bump()
+        switch changed.kind {
+        case .deleted: changes.publish(.deleted(id: changed.id))
+        case .created, .updated:
+            guard let post = try? await posts.find(id: changed.id) else { return }
+            changes.publish(changed.kind == .created ? .created(post) : .updated(post))
+        }
+    }
+
+    func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
+        PostsAPIController(posts: posts).addRoutes(to: router)
+        PostsController(posts: posts, views: views, streams: streams, fragments: fragments).addRoutes(to: router)
+    }
+}
+
+extension PostsFeature.Changed {
+    init(_ change: PostChange) {
+        switch change {
+        case .created(let post): self.init(kind: .created, id: post.id)
+        case .updated(let post): self.init(kind: .updated, id: post.id)
+        case .deleted(let id): self.init(kind: .deleted, id: id)
+        }
+    }
+}

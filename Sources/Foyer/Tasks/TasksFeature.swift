@@ -1,0 +1,86 @@
+import Hummingbird
+import HummingbirdWebSocket
+
+/// Tasks: the task service (the embedded one, or a remote task server and its event feed), the task pages, the
+/// `/graphql` proxy in front of it, and every task change reaching pages, devices and the other instances.
+struct TasksFeature {
+    /// A change the embedded service stored on another instance (a remote task server's events reach every
+    /// instance through its own feed instead).
+    static let changed = ClusterTopic<TaskChange>("tasks.changed")
+    /// Who made changes at a remote task server through another instance (its events do not say).
+    static let authored = ClusterTopic<TaskAuthors.Authored>("tasks.authored")
+
+    let changes: TaskChanges
+    /// Set when push notifications want to know who made each change.
+    let authors: TaskAuthors?
+    let fragments: TaskStreams
+    let executor: any GraphQLExecutor
+    let credentials: UpstreamCredentialSource
+    let roles: RealmRoleSource
+    let metrics: FoyerMetrics
+    let copies: any TaskCopyStorage
+
+    init(_ app: Foundations, push: PushFeature, keycloak: KeycloakFeature) throws {
+        let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
+        self.changes = changes
+        fragments = TaskStreams(views: app.views)
+        TaskPages(streams: app.streams, fragments: fragments).follow(changes)
+
+        let upstream = GraphQLUpstream(config: config, mobileServices: app.mobileServices)
+        var executor: any GraphQLExecutor
+        if let upstream {
+            let connections = try UpstreamConnections(url: upstream.url)
+            app.closeOnShutdown { connections.close() }
+            executor = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: app.metrics)
+            // The feed signs in as Foyer itself: the configured token, or Keycloak's client credentials.
+            let (configuredToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak.sessions?.client)
+            app.run(UpstreamTaskFeed(
+                webSocketURL: upstream.webSocketURL,
+                token: {
+                    if let configuredToken { return configuredToken }
+                    return try await keycloakClient?.clientCredentialsGrant().accessToken
+                },
+                changes: changes, logger: app.logger
+            ))
+        } else {
+            executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: app.store), changes: changes)
+        }
+
+        // Foyer's own mutations name their authors, so devices are not told of their own changes.
+        authors = push.notifiesOfTasks ? TaskAuthors { cluster?.send($0, on: Self.authored) } : nil
+        if let authors {
+            cluster?.on(Self.authored) { authors.remember($0) }
+            executor = TaskAuthorship(wrapping: executor, authors: authors)
+            push.notifyOfTasks(changes, authors: authors, leadership: upstream == nil ? nil : app.leadership)
+        }
+        if let cluster {
+            changes.listen { event in
+                if case .change(let change) = event, change.origin == .embedded { cluster.send(change, on: Self.changed) }
+            }
+            cluster.on(Self.changed) { change in
+                var relayed = change
+                relayed.origin = .otherInstance
+                changes.publish(relayed)
+            }
+            cluster.onGap { changes.missed() }
+        }
+
+        self.executor = executor
+        credentials = UpstreamCredentials.source(keycloak: keycloak.sessions, configuredToken: config.graphQLUpstreamToken)
+        roles = keycloak.roles
+        metrics = app.metrics
+        copies = app.store.taskCopyStorage
+    }
+
+    func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
+        GraphQLController(executor: executor, credentials: credentials).addRoutes(to: router)
+        TasksController(
+            tasks: TaskRepository(client: TaskClient(executor: executor), copies: copies, metrics: metrics), views: views,
+            credentials: credentials, roles: roles, streams: streams, fragments: fragments
+        ).addRoutes(to: router)
+    }
+
+    func addWebSocketRoutes(to router: Router<BasicWebSocketRequestContext>, authenticator: Authenticator) {
+        GraphQLWebSocketController(executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics).addRoutes(to: router)
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import GraphQL
+import Logging
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+/// Instances sharing a PostgreSQL database: the bus between them, the leader among them, and what each feature
+/// does with the others' messages, in-process, two stores on one PostgreSQL.
+@Suite(.enabled(if: TestStoreKind.postgresURL != nil, "needs the suite's PostgreSQL cluster")) struct ClusterTests {
+    static let quiet: Logger = {
+        var logger = Logger(label: "test-cluster")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    @Test func messagesOfEveryTopicArriveInTheOrderSentLargeOnesByReferenceAndNeverBackToTheirSender() async throws {
+        let first = try await Store.fresh(.postgres)
+        let second = try await Store.reopen(first)
+        guard case .postgres(let storeA) = first, case .postgres(let storeB) = second else { return }
+        let (a, b) = (ClusterBus(store: storeA, logger: Self.quiet), ClusterBus(store: storeB, logger: Self.quiet))
+        let (words, numbers) = (ClusterTopic<String>("test.words"), ClusterTopic<[Int]>("test.numbers"))
+        let (heardByA, heardByB) = (Heard(), Heard())
+        a.on(words) { heardByA.append("word \($0)") }
+        b.on(words) { heardByB.append("word \($0)") }
+        b.on(numbers) { heardByB.append("numbers \($0)") }
+        let running = [Task { await a.run() }, Task { await b.run() }]
+        defer {
+            for task in running { task.cancel() }
+            first.close()
+            second.close()
+        }
+        // Both listen once a probe from each reaches the other.
+        try await eventually { a.send("probe", on: words); return heardByB.items.contains("word probe") }
+        try await eventually { b.send("probe", on: words); return heardByA.items.contains("word probe") }
+        heardByA.clear()
+        heardByB.clear()
+
+        let large = String(repeating: "é", count: 6_000)  // 12,000 bytes: over a notification's 8,000
+        a.send("one", on: words)
+        a.send([1, 2], on: numbers)
+        a.send(large, on: words)
+        a.send("two", on: words)
+        let expected = ["word one", "numbers [1, 2]", "word \(large)", "word two"]
+        try await eventually { heardByB.items.filter { $0 != "word probe" }.count >= expected.count }
+        #expect(heardByB.items.filter { $0 != "word probe" } == expected, "in the order sent, whatever the topic or size")
+        #expect(heardByA.items.allSatisfy { $0 == "word probe" }, "an instance ignores its own messages")
+        let stored = try await storeA.query("SELECT count(*) FROM foyer_cluster_messages")
+        #expect(try stored[0].decode(Int.self) == 1, "only the large one was stored")
+    }
+
+    @Test func oneInstanceLeadsAndAnotherTakesOverWhenItGoes() async throws {
+        let first = try await Store.fresh(.postgres)
+        let second = try await Store.reopen(first)
+        guard case .postgres(let storeA) = first, case .postgres(let storeB) = second else { return }
+        let (a, b) = (ClusterLeadership(store: storeA, logger: Self.quiet), ClusterLeadership(store: storeB, logger: Self.quiet))
+        let (runningA, runningB) = (Task { await a.run() }, Task { await b.run() })
+        defer {
+            runningA.cancel()
+            runningB.cancel()
+            first.close()
+            second.close()
+        }
+        try await eventually { a.isLeader != b.isLeader }
+        let (leader, follower, leaderStore, leaderRun) = a.isLeader ? (a, b, first, runningA) : (b, a, second, runningB)
+        // The leader's process dies: its connections close, and with them the lock.
+        leaderRun.cancel()
+        leaderStore.close()
+        try await eventually(within: .seconds(10)) { follower.isLeader }
+        #expect(!leader.isLeader)
+    }
+
+    @Test func aSessionRevokedOnOneInstanceLeavesTheOthersCache() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let user = try #require(try await a.sessions.users.storage.find(email: TestUser.ada.email))
+        let (session, token) = try await a.sessions.sessions.create(for: user, userAgent: "test", ipAddress: nil)
+        #expect(try await b.sessions.sessions.find(token: token) != nil)
+        #expect(b.sessions.sessions.cache.lookup(token: token, now: Date()) != nil, "B now holds it in its cache")
+        #expect(try await a.sessions.sessions.revoke(id: session.id, userId: user.id!))
+        try await eventually(within: .seconds(1)) { b.sessions.sessions.cache.lookup(token: token, now: Date()) == nil }
+        #expect(try await b.sessions.sessions.find(token: token) == nil)
+    }
+
+    @Test func aPostWrittenOnOneInstanceReachesTheOthersPagesAsStored() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let heard = Heard()
+        b.posts.changes.listen { event in
+            switch event {
+            case .change(.created(let post)): heard.append("created \(post.post.title)")
+            case .change(.updated(let post)): heard.append("updated \(post.post.title)")
+            case .change(.deleted(let id)): heard.append("deleted \(id)")
+            case .missed: heard.append("missed")
+            }
+        }
+        let user = try #require(try await a.sessions.users.storage.find(email: TestUser.ada.email))
+        let generation = b.posts.posts.generation.current
+        let post = try await a.posts.posts.create(PostChanges(title: "From A", content: "hello"), author: user)
+        _ = try await a.posts.posts.update(post, with: PostChanges(title: "From A, edited", content: nil))
+        try await a.posts.posts.delete(id: post.id)
+        // The created post is read back when its message arrives, by which time it may be edited or gone.
+        try await eventually(within: .seconds(2)) { heard.items.last == "deleted \(post.id)" }
+        #expect(heard.items.allSatisfy { !$0.hasPrefix("missed") })
+        #expect(b.posts.posts.generation.current > generation, "B's cached lists let go")
+    }
+
+    @Test func aTaskChangedOnOneInstanceReachesTheOthersPagesAndSubscriptionsAndItsAuthorIsKnown() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let heard = TaskChangesHeard()
+        b.tasks.changes.listen { event in if case .change(let change) = event { heard.append(change) } }
+        let subscription = try await b.tasks.executor.subscribe(
+            GraphQLRequest(query: "subscription { taskAdded { id title } }"), credentials: UpstreamCredentials(bearerToken: nil)
+        )
+        // Longer than a notification may be: it travels by reference.
+        let description = String(repeating: "long ", count: 3_000)
+        let credentials = UpstreamCredentials(bearerToken: nil, userID: 41)
+        let reply = try await a.tasks.executor.execute(
+            GraphQLRequest(query: #"mutation { createTask(title: "Made on A", description: "\#(description)") { id title } }"#), credentials: credentials
+        )
+        #expect(reply.status == .ok)
+        try await eventually(within: .seconds(2)) { !heard.changes.isEmpty }
+        let change = try #require(heard.changes.first)
+        #expect(change.kind == .added && change.task.title == "Made on A" && change.task.description == description)
+        #expect(change.origin == .otherInstance && change.author == 41)
+        var events = subscription.makeAsyncIterator()
+        guard case .next(let result) = try await events.next() else {
+            Issue.record("B's subscriber hears of A's task")
+            return
+        }
+        #expect(String(buffer: result).contains("Made on A"))
+        // Push notifications on the leader skip the task's author, whichever instance it is.
+        try await eventually(within: .seconds(2)) { b.tasks.authors?.author(of: change.task.id) == 41 }
+    }
+
+    @Test func whatUnifiedPushAnsweredReachesTheInstanceWhoseRequestWaits() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let answer = UnifiedPushClient.Answer.refused(status: 400, detail: "bad token")
+        a.app.cluster?.send(PushFeature.Delivered(operation: 12, outcome: answer), on: PushFeature.delivered)
+        #expect(await b.push.relay?.outcome(of: 12, waitingUpTo: .seconds(3)) == answer)
+    }
+}
+
+/// One Foyer instance's features on a store, its cluster bus running; the relay and other services are not.
+private final class Instance: @unchecked Sendable {
+    let app: Foundations
+    let push: PushFeature
+    let sessions: SessionsFeature
+    let posts: PostsFeature
+    let tasks: TasksFeature
+    let store: Store
+    private let running: Task<Void, Never>
+
+    init(store: Store) async throws {
+        var config = FoyerConfig()
+        config.resourcesDirectory = packageRoot
+        config.passwordHashCost = 4
+        config.logLevel = .warning
+        // Push configured (never reached: the relay does not run), so task authors are followed.
+        config.pushURL = "http://127.0.0.1:9"
+        config.pushIOSVariantID = "variant"
+        config.pushIOSVariantSecret = "secret"
+        config.pushApplicationID = "app"
+        config.pushMasterSecret = "master"
+        app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil, keycloakSignIn: false)
+        push = try PushFeature(app)
+        sessions = SessionsFeature(app, ending: push.sessionEnding)
+        posts = PostsFeature(app)
+        tasks = try TasksFeature(app, push: push, keycloak: KeycloakFeature(app, settings: nil, sessions: sessions.sessions))
+        self.store = store
+        let cluster = app.cluster!
+        running = Task { await cluster.run() }
+    }
+
+    /// Two instances on one fresh database with Ada in it, each hearing the other.
+    static func pair() async throws -> (Instance, Instance) {
+        let first = try await Store.fresh(.postgres)
+        try await UserRepository(store: first, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)
+        let (a, b) = (try await Instance(store: first), try await Instance(store: try await Store.reopen(first)))
+        let probe = ClusterTopic<String>("test.probe")
+        let (heardByA, heardByB) = (Heard(), Heard())
+        a.app.cluster!.on(probe) { heardByA.append($0) }
+        b.app.cluster!.on(probe) { heardByB.append($0) }
+        try await eventually { a.app.cluster!.send("a", on: probe); return heardByB.items.contains("a") }
+        try await eventually { b.app.cluster!.send("b", on: probe); return heardByA.items.contains("b") }
+        return (a, b)
+    }
+
+    static func stop(_ instances: Instance...) {
+        for instance in instances {
+            instance.running.cancel()
+            instance.store.close()
+        }
+    }
+}
+
+private final class Heard: @unchecked Sendable {
+    private let lock = NSLock()
+    private var heard: [String] = []
+    var items: [String] { lock.withLock { heard } }
+    func append(_ item: String) { lock.withLock { heard.append(item) } }
+    func clear() { lock.withLock { heard.removeAll() } }
+}
+
+private final class TaskChangesHeard: @unchecked Sendable {
+    private let lock = NSLock()
+    private var heard: [TaskChange] = []
+    var changes: [TaskChange] { lock.withLock { heard } }
+    func append(_ change: TaskChange) { lock.withLock { heard.append(change) } }
+}
