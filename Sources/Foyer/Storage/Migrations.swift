@@ -1,0 +1,273 @@
+import GRDB
+
+// Foyer's schema, both ways, side by side: SQLite's (one instance) and PostgreSQL's (several instances sharing
+// it). The same tables, columns and indexes in each store's types; `SchemaParityTests` compares them, so a
+// change to one list needs its twin in the other. Named migrations, in order; never edit one that has shipped.
+
+extension FoyerDatabase {
+    /// Named migrations, in order. Never edit one that has shipped: add another.
+    public static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: users and sessions") { db in
+            try db.create(table: "users") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("email", .text).notNull().unique(onConflict: .abort).collate(.nocase)
+                t.column("password_hash", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+            try db.create(table: "sessions") { t in
+                t.primaryKey("id", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                // SHA-256 of the bearer token: a leaked database does not leak usable tokens.
+                t.column("token_hash", .text).notNull().unique()
+                t.column("csrf_token", .text).notNull()
+                t.column("user_agent", .text)
+                t.column("ip_address", .text)
+                t.column("created_at", .datetime).notNull()
+                t.column("last_seen_at", .datetime).notNull()
+                t.column("revoked_at", .datetime)
+            }
+        }
+        migrator.registerMigration("v2: posts") { db in
+            try db.create(table: "posts") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("title", .text).notNull()
+                t.column("content", .text).notNull().defaults(to: "")
+                t.column("author_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            try db.create(index: "posts_by_newest", on: "posts", columns: ["created_at", "id"])
+        }
+        migrator.registerMigration("v3: tasks of the embedded GraphQL task service") { db in
+            try db.create(table: "tasks") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("title", .text).notNull()
+                t.column("description", .text).notNull()
+                t.column("status", .text).notNull().defaults(to: "OPEN")
+                t.column("version", .integer).notNull().defaults(to: 1)
+            }
+        }
+        migrator.registerMigration("v4: offline copies of task reads") { db in
+            try db.create(table: "task_cache") { t in
+                t.column("user_id", .integer).notNull().references("users", onDelete: .cascade)
+                t.column("key", .text).notNull()
+                t.column("body", .blob).notNull()
+                t.column("cached_at", .datetime).notNull()
+                t.primaryKey(["user_id", "key"])
+            }
+        }
+        migrator.registerMigration("v5: Keycloak accounts and their tokens") { db in
+            // The realm's `sub` for users who sign in with Keycloak; their password_hash is unusable.
+            try db.alter(table: "users") { t in t.add(column: "keycloak_subject", .text) }
+            try db.create(index: "users_by_keycloak_subject", on: "users", columns: ["keycloak_subject"], unique: true)
+            // Tokens stay server-side, one set per Foyer session.
+            try db.create(table: "keycloak_tokens") { t in
+                t.primaryKey("session_id", .text).references("sessions", onDelete: .cascade)
+                t.column("access_token", .text).notNull()
+                t.column("refresh_token", .text)
+                t.column("id_token", .text)
+                t.column("access_expires_at", .datetime).notNull()
+            }
+        }
+        migrator.registerMigration("v6: Keycloak browser sign-ins under way") { db in
+            // What the callback must check, kept here rather than in the browser: state, PKCE verifier, nonce.
+            try db.create(table: "keycloak_sign_ins") { t in
+                t.primaryKey("state", .text)
+                t.column("code_verifier", .text).notNull()
+                t.column("nonce", .text).notNull()
+                t.column("redirect_uri", .text).notNull()
+                t.column("return_to", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+        }
+        migrator.registerMigration("v7: server secrets") { db in
+            // Secrets the server makes for itself when none is configured (signing live stream names).
+            try db.create(table: "server_secrets") { t in
+                t.primaryKey("name", .text)
+                t.column("value", .blob).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+        }
+        migrator.registerMigration("v8: sign-in failures") { db in
+            // One row per failed sign-in under each key it counts against (the login, the client IP), for throttling.
+            try db.create(table: "sign_in_failures") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("key", .text).notNull()
+                t.column("failed_at", .datetime).notNull().indexed()
+            }
+            try db.create(index: "sign_in_failures_by_key", on: "sign_in_failures", columns: ["key", "failed_at"])
+        }
+        migrator.registerMigration("v9: Keycloak session ids") { db in
+            // The realm's session (`sid` of the ID token): a back-channel logout names it.
+            try db.alter(table: "keycloak_tokens") { t in t.add(column: "keycloak_session_id", .text) }
+            try db.create(index: "keycloak_tokens_by_session_id", on: "keycloak_tokens", columns: ["keycloak_session_id"])
+        }
+        migrator.registerMigration("v10: push devices and their outbox") { db in
+            // A device's token belongs to one user at a time; the session it was registered through ends it.
+            try db.create(table: "push_devices") { t in
+                t.primaryKey("token", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("session_id", .text).indexed().references("sessions", onDelete: .setNull)
+                t.column("platform", .text).notNull()
+                t.column("operating_system", .text)
+                t.column("os_version", .text)
+                t.column("categories", .text).notNull().defaults(to: "[]")
+                t.column("state", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            // What Unified Push has yet to hear, in order: registrations, removals and messages.
+            try db.create(table: "push_outbox") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("operation", .text).notNull()
+                t.column("device_token", .text).indexed()
+                t.column("platform", .text)
+                t.column("old_device_token", .text)
+                t.column("body", .blob)
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("last_error", .text)
+                t.column("created_at", .datetime).notNull()
+            }
+        }
+        return migrator
+    }
+}
+
+/// PostgreSQL's list starts with everything SQLite's v1 to v10 made; its own tables after that coordinate
+/// instances (leases, large cluster messages) and have no SQLite twin.
+extension PostgresMigrations {
+    static let all: [(name: String, sql: [String])] = [
+        ("1: the tables of SQLite's v1 to v10", [
+            """
+            CREATE TABLE users (
+                id BIGSERIAL PRIMARY KEY,
+                email TEXT NOT NULL,
+                password_hash TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                keycloak_subject TEXT UNIQUE
+            )
+            """,
+            // SQLite compares emails with NOCASE; here an index on the lower-cased address does that job.
+            "CREATE UNIQUE INDEX users_by_email ON users (lower(email))",
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                token_hash TEXT NOT NULL UNIQUE,
+                csrf_token TEXT NOT NULL,
+                user_agent TEXT,
+                ip_address TEXT,
+                created_at TIMESTAMPTZ NOT NULL,
+                last_seen_at TIMESTAMPTZ NOT NULL,
+                revoked_at TIMESTAMPTZ
+            )
+            """,
+            "CREATE INDEX sessions_by_user ON sessions (user_id)",
+            """
+            CREATE TABLE posts (
+                id BIGSERIAL PRIMARY KEY,
+                title TEXT NOT NULL,
+                content TEXT NOT NULL DEFAULT '',
+                author_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                created_at TIMESTAMPTZ NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX posts_by_author ON posts (author_id)",
+            "CREATE INDEX posts_by_newest ON posts (created_at, id)",
+            """
+            CREATE TABLE tasks (
+                id BIGSERIAL PRIMARY KEY,
+                title TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL DEFAULT 'OPEN',
+                version INTEGER NOT NULL DEFAULT 1
+            )
+            """,
+            """
+            CREATE TABLE task_cache (
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                key TEXT NOT NULL,
+                body BYTEA NOT NULL,
+                cached_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (user_id, key)
+            )
+            """,
+            """
+            CREATE TABLE keycloak_tokens (
+                session_id TEXT PRIMARY KEY REFERENCES sessions ON DELETE CASCADE,
+                access_token TEXT NOT NULL,
+                refresh_token TEXT,
+                id_token TEXT,
+                access_expires_at TIMESTAMPTZ NOT NULL,
+                keycloak_session_id TEXT
+            )
+            """,
+            "CREATE INDEX keycloak_tokens_by_session_id ON keycloak_tokens (keycloak_session_id)",
+            """
+            CREATE TABLE keycloak_sign_ins (
+                state TEXT PRIMARY KEY,
+                code_verifier TEXT NOT NULL,
+                nonce TEXT NOT NULL,
+                redirect_uri TEXT NOT NULL,
+                return_to TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE server_secrets (
+                name TEXT PRIMARY KEY,
+                value BYTEA NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE sign_in_failures (
+                id BIGSERIAL PRIMARY KEY,
+                key TEXT NOT NULL,
+                failed_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX sign_in_failures_by_time ON sign_in_failures (failed_at)",
+            "CREATE INDEX sign_in_failures_by_key ON sign_in_failures (key, failed_at)",
+            """
+            CREATE TABLE push_devices (
+                token TEXT PRIMARY KEY,
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                session_id TEXT REFERENCES sessions ON DELETE SET NULL,
+                platform TEXT NOT NULL,
+                operating_system TEXT,
+                os_version TEXT,
+                categories TEXT NOT NULL DEFAULT '[]',
+                state TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX push_devices_by_user ON push_devices (user_id)",
+            "CREATE INDEX push_devices_by_session ON push_devices (session_id)",
+            """
+            CREATE TABLE push_outbox (
+                id BIGSERIAL PRIMARY KEY,
+                operation TEXT NOT NULL,
+                device_token TEXT,
+                platform TEXT,
+                old_device_token TEXT,
+                body BYTEA,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX push_outbox_by_device ON push_outbox (device_token)",
+        ]),
+        ("2: leases, for work one instance at a time does (PostgresLeases)", [
+            "CREATE TABLE foyer_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, lapses_at TIMESTAMPTZ NOT NULL)",
+        ]),
+        ("3: cluster messages too large for a notification (ClusterBus)", [
+            "CREATE TABLE foyer_cluster_messages (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL, sent_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX foyer_cluster_messages_by_age ON foyer_cluster_messages (sent_at)",
+        ]),
+    ]
+}
