@@ -155,12 +155,6 @@ struct PostgresSessionStorage: SessionStorage {
     }
 
     private static func session(_ row: PostgresRandomAccessRow) throws -> AuthSession {
-        AuthSession(
-            id: try row["id"].decode(String.self), userId: try row["user_id"].decode(Int64.self),
-            tokenHash: try row["token_hash"].decode(String.self), csrfToken: try row["csrf_token"].decode(String.self),
-            userAgent: try row["user_agent"].decode(String?.self), ipAddress: try row["ip_address"].decode(String?.self),
-            createdAt: try row["created_at"].decode(Date.self), lastSeenAt: try row["last_seen_at"].decode(Date.self),
-            revokedAt: try row["revoked_at"].decode(Date?.self)
-        )
+        try row.decode(AuthSession.self)
     }
 }

@@ -77,11 +77,7 @@ enum PostgresUsers {
     }
 
     static func user(_ row: PostgresRandomAccessRow, prefix: String = "") throws -> User {
-        User(
-            id: try row[prefix + "id"].decode(Int64.self), email: try row[prefix + "email"].decode(String.self),
-            passwordHash: try row[prefix + "password_hash"].decode(String.self), createdAt: try row[prefix + "created_at"].decode(Date.self),
-            keycloakSubject: try row[prefix + "keycloak_subject"].decode(String?.self)
-        )
+        try row.decode(User.self, prefix: prefix)
     }
 }
 

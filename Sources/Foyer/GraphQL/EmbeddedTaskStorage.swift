@@ -93,11 +93,6 @@ struct PostgresEmbeddedTaskStorage: EmbeddedTaskStorage {
     }
 
     private static func task(_ row: PostgresRow) throws -> TaskRecord {
-        let row = row.makeRandomAccess()
-        return TaskRecord(
-            id: try row["id"].decode(Int64.self), title: try row["title"].decode(String.self),
-            description: try row["description"].decode(String.self), status: try row["status"].decode(String.self),
-            version: try row["version"].decode(Int.self)
-        )
+        try row.makeRandomAccess().decode(TaskRecord.self)
     }
 }

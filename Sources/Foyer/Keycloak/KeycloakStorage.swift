@@ -91,13 +91,7 @@ struct PostgresKeycloakStorage: KeycloakStorage {
 
     func tokens(ofSession sessionID: String) async throws -> KeycloakTokenRecord? {
         try await store.query("SELECT * FROM keycloak_tokens WHERE session_id = \(sessionID)").first.map { row in
-            let row = row.makeRandomAccess()
-            return KeycloakTokenRecord(
-                sessionId: try row["session_id"].decode(String.self), accessToken: try row["access_token"].decode(String.self),
-                refreshToken: try row["refresh_token"].decode(String?.self), idToken: try row["id_token"].decode(String?.self),
-                accessExpiresAt: try row["access_expires_at"].decode(Date.self),
-                keycloakSessionId: try row["keycloak_session_id"].decode(String?.self)
-            )
+            try row.makeRandomAccess().decode(KeycloakTokenRecord.self)
         }
     }
 
@@ -138,12 +132,7 @@ struct PostgresKeycloakStorage: KeycloakStorage {
 
     func take(state: String) async throws -> KeycloakSignInAttempt? {
         try await store.query("DELETE FROM keycloak_sign_ins WHERE state = \(state) RETURNING *").first.map { row in
-            let row = row.makeRandomAccess()
-            return KeycloakSignInAttempt(
-                state: try row["state"].decode(String.self), codeVerifier: try row["code_verifier"].decode(String.self),
-                nonce: try row["nonce"].decode(String.self), redirectUri: try row["redirect_uri"].decode(String.self),
-                returnTo: try row["return_to"].decode(String.self), createdAt: try row["created_at"].decode(Date.self)
-            )
+            try row.makeRandomAccess().decode(KeycloakSignInAttempt.self)
         }
     }
 }

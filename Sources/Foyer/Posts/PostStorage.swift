@@ -113,11 +113,7 @@ struct PostgresPostStorage: PostStorage {
 
     private static func published(_ row: PostgresRow) throws -> PublishedPost {
         let row = row.makeRandomAccess()
-        let post = Post(
-            id: try row["id"].decode(Int64.self), title: try row["title"].decode(String.self), content: try row["content"].decode(String.self),
-            authorId: try row["author_id"].decode(Int64.self), createdAt: try row["created_at"].decode(Date.self),
-            updatedAt: try row["updated_at"].decode(Date.self)
-        )
+        let post = try row.decode(Post.self)
         return PublishedPost(post: post, author: User.Public(id: post.authorId, email: try row["author_email"].decode(String.self)))
     }
 }

@@ -202,15 +202,7 @@ struct PostgresPushStorage: PushStorage {
 
     func queued(limit: Int) async throws -> [PushOperation] {
         try await store.query("SELECT * FROM push_outbox ORDER BY id LIMIT \(limit)").map { row in
-            let row = row.makeRandomAccess()
-            return PushOperation(
-                id: try row["id"].decode(Int64.self), operation: try PushOperation.Kind(rawValue: row["operation"].decode(String.self)) ?? .send,
-                deviceToken: try row["device_token"].decode(String?.self),
-                platform: try row["platform"].decode(String?.self).flatMap(PushSettings.Platform.init(rawValue:)),
-                oldDeviceToken: try row["old_device_token"].decode(String?.self), body: try row["body"].decode(Data?.self),
-                attempts: try row["attempts"].decode(Int.self), lastError: try row["last_error"].decode(String?.self),
-                createdAt: try row["created_at"].decode(Date.self)
-            )
+            try row.makeRandomAccess().decode(PushOperation.self)
         }
     }
 
@@ -260,15 +252,6 @@ struct PostgresPushStorage: PushStorage {
     }
 
     private static func device(_ row: PostgresRow) throws -> PushDevice {
-        let row = row.makeRandomAccess()
-        return PushDevice(
-            token: try row["token"].decode(String.self), userId: try row["user_id"].decode(Int64.self),
-            sessionId: try row["session_id"].decode(String?.self),
-            platform: PushSettings.Platform(rawValue: try row["platform"].decode(String.self)) ?? .android,
-            operatingSystem: try row["operating_system"].decode(String?.self), osVersion: try row["os_version"].decode(String?.self),
-            categories: try row["categories"].decode(String.self),
-            state: PushDevice.State(rawValue: try row["state"].decode(String.self)) ?? .pending,
-            createdAt: try row["created_at"].decode(Date.self), updatedAt: try row["updated_at"].decode(Date.self)
-        )
+        try row.makeRandomAccess().decode(PushDevice.self)
     }
 }
