@@ -18,7 +18,7 @@ import Testing
                 ("no token, no cookie", formHeaders, credentials),
                 ("the token without its cookie", formHeaders, credentials + [("authenticity_token", form.token)]),
                 ("the cookie without the token", form.headers, credentials),
-                ("another browser's token", form.headers, credentials + [("authenticity_token", SessionStore.randomToken())]),
+                ("another browser's token", form.headers, credentials + [("authenticity_token", SessionRepository.randomToken())]),
             ]
             for (name, headers, fields) in cases {
                 try await client.execute(uri: "/sign_in", method: .post, headers: headers, body: formBody(fields)) { response in
@@ -163,7 +163,7 @@ import Testing
     }
 
     @Test func failuresOutsideTheWindowNoLongerCountAndArePruned() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let throttle = SignInThrottle(database: database)
         let longAgo = Date().addingTimeInterval(-SignInThrottle.window - 60)
         for _ in 0..<5 { _ = try await throttle.begin(login: "ada@example.com", clientIP: nil, now: longAgo) }
@@ -190,9 +190,9 @@ import Testing
 
 @Suite struct SessionLifetimeTests {
     @Test func idleAndOldSessionsAreOverAndPruned() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
-        let store = SessionStore(database: database, lifetime: SessionLifetime(idleTimeout: 3600, lifetime: 86_400))
+        let store = SessionRepository(database: database, lifetime: SessionLifetime(idleTimeout: 3600, lifetime: 86_400))
         let (_, token) = try await store.create(for: user, userAgent: nil, ipAddress: nil)
         let now = Date()
         #expect(try await store.find(token: token, now: now) != nil)
@@ -209,9 +209,9 @@ import Testing
     }
 
     @Test func useServedFromTheCacheStillKeepsASessionFromIdling() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
-        let store = SessionStore(database: database, lifetime: SessionLifetime(idleTimeout: 10, lifetime: 86_400))
+        let store = SessionRepository(database: database, lifetime: SessionLifetime(idleTimeout: 10, lifetime: 86_400))
         let (_, token) = try await store.create(for: user, userAgent: nil, ipAddress: nil)
         let now = Date()
         for second in [0.5, 5, 9, 14, 19] {  // never 10 s apart, though 18.5 s after the first use

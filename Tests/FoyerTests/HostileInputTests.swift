@@ -126,8 +126,8 @@ func jwtShaped(_ header: String, _ claims: String, signature: String = "") -> St
         config.keycloakClientID = "foyer"
         let settings = try #require(try KeycloakSettings(config: config, mobileServices: nil))
         let http = KeycloakClient.makeHTTPClient()
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let store = SessionStore(database: database)
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
+        let store = SessionRepository(database: database)
         let keycloak = KeycloakSessions(
             client: KeycloakClient(settings: settings, http: http, metrics: FoyerMetrics()), store: .sqlite(database), sessions: store, trustProxy: false, logger: .init(label: "test")
         )

@@ -15,7 +15,7 @@ import Glibc
 
 @Suite struct LiveStreamTests {
     @Test func streamNamesAreSignedAndAnAlteredOneIsRefused() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let secret = try await StreamNames.secret(configured: nil, store: .sqlite(database))
         #expect(try await StreamNames.secret(configured: nil, store: .sqlite(database)) == secret, "the generated secret is kept")
         let names = StreamNames(secret: secret)
@@ -297,8 +297,8 @@ final class RawStream {
 /// GraphQL subscriptions on the embedded service share one execution per distinct request.
 @Suite struct SharedSubscriptionTests {
     @Test func subscribersOfTheSameRequestShareOneFeedThatEndsWithTheLastOne() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
-        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)), changes: TaskChanges())
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
+        let executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskRepository(store: .sqlite(database)), changes: TaskChanges())
         let added = GraphQLRequest(query: "subscription { taskAdded { id title } }")
         let credentials = UpstreamCredentials(bearerToken: nil)
         let other = try await executor.subscribe(GraphQLRequest(query: "subscription { taskDeleted { id } }"), credentials: credentials)

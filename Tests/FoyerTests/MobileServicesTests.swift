@@ -78,7 +78,7 @@ import Testing
             }
             // The sync-app is the upstream: here an address nothing listens on, so /graphql is a 502.
             let ada = try await harness.database.read { db in try #require(try User.filter(Column("email") == TestUser.ada.email).fetchOne(db)) }
-            let (_, token) = try await SessionStore(database: harness.database).create(for: ada, userAgent: nil, ipAddress: nil)
+            let (_, token) = try await SessionRepository(database: harness.database).create(for: ada, userAgent: nil, ipAddress: nil)
             let (status, _) = try await graphQL(client, token: token, "{ allTasks { id } }")
             #expect(status == .badGateway)
         }

@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func demoAccountIsCreatedOnlyOnAnEmptyDatabase() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let users = UserRepository(database: database, passwordHashCost: 4)
         let demo = FoyerConfig.DemoAccount(email: "demo@example.com", password: "demo password")
         try await demo.createIfNoUsers(in: users, logger: Logger(label: "test"))
@@ -58,7 +58,7 @@ import Testing
     }
 
     @Test func generatedDemoPasswordWorks() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let users = UserRepository(database: database, passwordHashCost: 4)
         try await FoyerConfig.DemoAccount(email: "demo@example.com").createIfNoUsers(in: users, logger: Logger(label: "test"))
         #expect(try await users.count() == 1)
@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func accountsRejectBadEmailsShortPasswordsAndDuplicates() async throws {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let users = UserRepository(database: database, passwordHashCost: 4)
         try await users.create(email: "Ada@Example.com", password: "long enough")
         await #expect(throws: UserError.self) { try await users.create(email: "ada@example.com", password: "long enough") }
@@ -79,7 +79,7 @@ import Testing
         defer {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         }
-        let database = try FoyerDatabase.openAndMigrate(path: path)
+        let database = try SQLiteStore.openAndMigrate(path: path)
         let mode = try await database.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
     }

@@ -231,7 +231,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
                 #expect(response.text == "[]")
             }
         }
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         var config = harness.config
         config.demoAccount = .init(email: "demo@example.com", password: "demo password")
         let app = try await buildApplication(config, store: .sqlite(database))

@@ -189,7 +189,7 @@ import Testing
         #expect(try await Self.outbox(harness.database).map { "\($0.0) \($0.1 ?? "")" } == ["register \(other)", "unregister \(Self.iosToken)"])
 
         // A session that expires unused goes the same way when it is pruned.
-        let sessions = SessionStore(
+        let sessions = SessionRepository(
             store: harness.store, lifetime: SessionLifetime(),
             ending: SessionEnding(
                 sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },

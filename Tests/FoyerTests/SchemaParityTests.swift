@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func sqliteAndPostgresMakeTheSameTablesColumnsAndIndexes() async throws {
-        let sqlite = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let sqlite = try SQLiteStore.openAndMigrate(path: ":memory:")
         let store = try await Store.fresh(.postgres)
         defer { store.close() }
         guard case .postgres(let postgres) = store else { return }

@@ -48,7 +48,7 @@ import Testing
         defer { store.close() }
         let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
         let ended = EndedSessions()
-        let sessions = SessionStore(store: store, lifetime: SessionLifetime(idleTimeout: 3600, lifetime: 86_400), ending: ended.hook)
+        let sessions = SessionRepository(store: store, lifetime: SessionLifetime(idleTimeout: 3600, lifetime: 86_400), ending: ended.hook)
         let (first, firstToken) = try await sessions.create(for: ada, userAgent: "Phone", ipAddress: "10.0.0.1")
         let (second, secondToken) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
         let found = try #require(try await sessions.find(token: firstToken))
@@ -124,7 +124,7 @@ import Testing
         defer { store.close() }
         let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
         _ = try await store.userStorage.keycloakUser(subject: "ada-sub", email: "ada@example.com", newEmail: nil) { _ in true }
-        let sessions = SessionStore(store: store)
+        let sessions = SessionRepository(store: store)
         let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
         let storage = store.keycloakStorage
         let expires = Date(timeIntervalSince1970: 2_000_000_000)
@@ -212,7 +212,7 @@ import Testing
     @Test(arguments: kinds) func embeddedTasksKeepVersionsAndRefuseStaleUpdates(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }
-        let tasks = EmbeddedTaskStore(store: store)
+        let tasks = EmbeddedTaskRepository(store: store)
         let first = try await tasks.create(title: "One", description: "first", status: "OPEN")
         _ = try await tasks.create(title: "Two", description: "second", status: "OPEN")
         _ = try await tasks.create(title: "Three", description: "third", status: "OPEN")
@@ -232,13 +232,13 @@ import Testing
         defer { store.close() }
         let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
         let bob = try await users(store).create(email: "bob@example.com", password: "long enough")
-        let devices = PushDevices(store: store)
+        let devices = PushDeviceRepository(store: store)
         let ending = SessionEnding(
             sqlite: { db, ids in try SQLitePushStorage.sessionsEnding(ids, db: db) },
             postgres: { connection, ids in try await PostgresPushStorage.sessionsEnding(ids, connection: connection, logger: Logger(label: "test")) },
             afterwards: {}
         )
-        let sessions = SessionStore(store: store, ending: ending)
+        let sessions = SessionRepository(store: store, ending: ending)
         let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
         func registration(_ token: String, old: String? = nil) -> DeviceRegistration {
             DeviceRegistration(token: token, platform: .ios, operatingSystem: "iOS", osVersion: "17", categories: ["tasks"], oldToken: old)

@@ -12,7 +12,7 @@ final class SwitchableExecutor: GraphQLExecutor {
     private let reachable = NIOLockedValueBox(true)
 
     init(database: any DatabaseWriter) throws {
-        embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: .sqlite(database)), changes: TaskChanges())
+        embedded = try EmbeddedGraphQLExecutor(store: EmbeddedTaskRepository(store: .sqlite(database)), changes: TaskChanges())
     }
 
     func set(reachable: Bool) { self.reachable.withLockedValue { $0 = reachable } }
@@ -30,9 +30,9 @@ final class SwitchableExecutor: GraphQLExecutor {
 
 @Suite struct TaskRepositoryTests {
     func setUp() async throws -> (TaskRepository, SwitchableExecutor, Identity, any DatabaseWriter) {
-        let database = try FoyerDatabase.openAndMigrate(path: ":memory:")
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let user = try await UserRepository(database: database, passwordHashCost: 4).create(email: "ada@example.com", password: "long enough")
-        let (session, token) = try await SessionStore(database: database).create(for: user, userAgent: nil, ipAddress: nil)
+        let (session, token) = try await SessionRepository(database: database).create(for: user, userAgent: nil, ipAddress: nil)
         let executor = try SwitchableExecutor(database: database)
         let repository = TaskRepository(client: TaskClient(executor: executor), copies: Store.sqlite(database).taskCopyStorage, metrics: FoyerMetrics())
         return (repository, executor, Identity(user: user, session: session, credential: .bearer, token: token), database)

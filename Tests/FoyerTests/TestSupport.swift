@@ -73,7 +73,7 @@ extension Store {
     static func fresh(_ kind: TestStoreKind) async throws -> Store {
         switch kind {
         case .sqlite:
-            return .sqlite(try FoyerDatabase.openAndMigrate(path: ":memory:"))
+            return .sqlite(try SQLiteStore.openAndMigrate(path: ":memory:"))
         case .postgres:
             let url = try #require(TestStoreKind.postgresURL, "FOYER_TEST_POSTGRES_URL names no test cluster (scripts/test starts one)")
             let location = try PostgresLocation(url: url)

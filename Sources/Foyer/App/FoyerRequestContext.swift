@@ -34,3 +34,32 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
         return identity
     }
 }
+
+/// What pages and helpers read of any of Foyer's request contexts: who is asking, if anyone.
+public protocol CallerContext: RequestContext {
+    var caller: Identity? { get }
+}
+
+extension FoyerRequestContext: CallerContext {
+    public var caller: Identity? { identity }
+}
+
+/// The context of routes only a signed-in user may use (`router.group(context: SignedInContext.self)`): made from
+/// Foyer's context once authentication ran, it refuses anyone else with the 401 the client's format asks for, so a
+/// handler has its `identity` without asking.
+public struct SignedInContext: ChildRequestContext, RemoteAddressRequestContext, CallerContext {
+    public typealias ParentContext = FoyerRequestContext
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+    public let identity: Identity
+
+    public init(context: FoyerRequestContext) throws {
+        guard let identity = context.identity else { throw AuthenticationRequired() }
+        coreContext = context.coreContext
+        remoteAddress = context.remoteAddress
+        self.identity = identity
+    }
+
+    public var caller: Identity? { identity }
+    public var responseEncoder: JSONEncoder { FoyerRequestContext.encoder }
+}

@@ -38,7 +38,7 @@ extension Request {
         return (cameOverHTTPS ? "https://" : "http://") + host
     }
 
-    func clientIP(context: FoyerRequestContext, trustProxy: Bool) -> String? {
+    func clientIP(context: some RemoteAddressRequestContext, trustProxy: Bool) -> String? {
         if trustProxy, let forwarded = headers[.xForwardedFor]?.split(separator: ",").first {
             return forwarded.trimmingCharacters(in: .whitespaces)
         }

@@ -31,11 +31,11 @@ public struct Views: Sendable {
     /// like the layout does. `values["title"]` names the page; `values["form_page"]` keeps it out of Turbo's
     /// snapshot cache (a preview of a form takes typing that the real page then throws away).
     func page(
-        _ template: String, _ values: [String: Any], request: Request, context: FoyerRequestContext,
+        _ template: String, _ values: [String: Any], request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok
     ) -> Response {
         var values = values
-        if let identity = context.identity {
+        if let identity = context.caller {
             values["csrf_token"] = identity.session?.csrfToken ?? ""
             values["current_user"] = ["email": identity.user.email]
         }
@@ -47,11 +47,11 @@ public struct Views: Sendable {
 
     /// A page around a body already rendered (and possibly cached).
     func page(
-        body: String, title: String, formPage: Bool = false, request: Request, context: FoyerRequestContext,
+        body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok
     ) -> Response {
         let html = layout.render(
-            body: body, title: title, identity: context.identity, native: request.isNativeShell, formPage: formPage
+            body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage
         )
         return Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
     }

@@ -10,12 +10,13 @@ struct AccountController {
     static let timeClaims: Set<String> = ["exp", "iat", "nbf", "auth_time", "updated_at"]
 
     func addRoutes(to router: FoyerRouter) {
-        router.get("/account", use: show)
-        router.delete("/account/sessions/{id}", use: revokeSession)
+        let signedIn = router.group(context: SignedInContext.self)
+        signedIn.get("/account", use: show)
+        signedIn.delete("/account/sessions/{id}", use: revokeSession)
     }
 
-    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let sessions = try await signIn.sessions.list(userId: identity.userId)
         let rows: [[String: Any]] = sessions.map { session in
             [
@@ -58,8 +59,8 @@ struct AccountController {
         }
     }
 
-    @Sendable func revokeSession(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func revokeSession(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let id = try context.parameters.require("id")
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with that id.")

@@ -39,7 +39,7 @@ public struct SessionLifetime: Sendable {
 }
 
 /// Creates, finds and revokes sessions by their opaque tokens.
-public struct SessionStore: Sendable {
+public struct SessionRepository: Sendable {
     /// Writing last_seen_at on every request would turn every read into a write: it moves at most this often, which
     /// is also how early an idle session may end (a tenth of the idle timeout at most).
     var lastSeenResolution: TimeInterval { min(SessionCache.lifetime, lifetime.idleTimeout / 10) }

@@ -45,7 +45,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
 /// Whose token this is: a Foyer session token (opaque), or, when Keycloak is configured, a Keycloak access token
 /// an app got for itself (a JWT).
 struct Authenticator: Sendable {
-    let sessions: SessionStore
+    let sessions: SessionRepository
     let keycloak: KeycloakSessions?
 
     /// nil for an unknown or revoked session token; AuthenticationRequired for a Keycloak token that does not verify.

@@ -6,7 +6,7 @@ extension FoyerConfig.DemoAccount {
     @discardableResult
     func createIfNoUsers(in users: UserRepository, logger: Logger) async throws -> User? {
         guard try await users.count() == 0 else { return nil }
-        let password = self.password ?? String(SessionStore.randomToken().prefix(16))
+        let password = self.password ?? String(SessionRepository.randomToken().prefix(16))
         let user: User
         do {
             user = try await users.create(email: email, password: password)

@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// at start, then every hour.
 struct SessionPruning: Service {
     static let interval: Duration = .seconds(3600)
-    let sessions: SessionStore
+    let sessions: SessionRepository
     let throttle: SignInThrottle
     let logger: Logger
 

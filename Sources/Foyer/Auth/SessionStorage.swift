@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PostgresNIO
 
-/// The rows behind `SessionStore`.
+/// The rows behind `SessionRepository`.
 protocol SessionStorage: Sendable {
     func insert(_ session: AuthSession) async throws
     /// The unrevoked session with that token hash, and its user.

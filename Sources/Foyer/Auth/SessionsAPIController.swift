@@ -11,11 +11,12 @@ struct SessionsAPIController {
     func addRoutes(to router: FoyerRouter) {
         router.post("/api/v1/sessions", use: create)
         router.post("/api/v1/sessions.json", use: create)
-        router.get("/api/v1/sessions", use: list)
-        router.get("/api/v1/sessions.json", use: list)
-        router.delete("/api/v1/sessions/{id}", use: revoke)
-        router.get("/api/v1/me", use: me)
-        router.get("/api/v1/session/cookie", use: cookie)
+        let signedIn = router.group(context: SignedInContext.self)
+        signedIn.get("/api/v1/sessions", use: list)
+        signedIn.get("/api/v1/sessions.json", use: list)
+        signedIn.delete("/api/v1/sessions/{id}", use: revoke)
+        signedIn.get("/api/v1/me", use: me)
+        signedIn.get("/api/v1/session/cookie", use: cookie)
     }
 
     static let noFoyerSession = AppError(
@@ -74,15 +75,15 @@ struct SessionsAPIController {
         return response
     }
 
-    @Sendable func list(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func list(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let sessions = try await signIn.sessions.list(userId: identity.userId)
         return .json(sessions.map { SessionJSON($0, user: identity.user, current: $0.id == identity.session?.id) })
     }
 
     /// `current` names the session making the request; any other id must be one of the user's own sessions.
-    @Sendable func revoke(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func revoke(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let requested = try context.parameters.require("id")
         guard let id = requested == "current" ? identity.session?.id : requested else { throw Self.noFoyerSession }
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
@@ -95,8 +96,8 @@ struct SessionsAPIController {
         return response
     }
 
-    @Sendable func me(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func me(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         struct Me: Encodable {
             let id: Int64
             let email: String
@@ -107,8 +108,8 @@ struct SessionsAPIController {
 
     /// A native app that signed in through the API loads this in its WebView with its Bearer token, so the
     /// WebView gets the session cookie too (and lands on `return_to`, when given, instead of a 204).
-    @Sendable func cookie(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func cookie(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         var token = identity.token
         if identity.session == nil, let presented = identity.keycloakToken {
             // An app signed in with AppAuth: its WebView gets a Foyer session relaying that access token until it

@@ -4,14 +4,14 @@ struct SessionsFeature {
     static let ended = ClusterTopic<[String]>("sessions.ended")
 
     let users: UserRepository
-    let sessions: SessionStore
+    let sessions: SessionRepository
     let throttle: SignInThrottle
 
     /// `ending`: what else goes in the transaction that ends sessions (push registrations).
     init(_ app: Foundations, ending: SessionEnding?) {
         let cluster = app.cluster
         users = UserRepository(store: app.store, passwordHashCost: app.config.passwordHashCost)
-        let sessions = SessionStore(
+        let sessions = SessionRepository(
             store: app.store, lifetime: app.config.sessionLifetime, ending: ending,
             revoked: { id in cluster?.send([id], on: Self.ended) }
         )

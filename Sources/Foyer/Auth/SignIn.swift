@@ -7,7 +7,7 @@ struct SignIn: Sendable {
     static let wrongCredentials = "That email or password is incorrect"
 
     let users: UserRepository
-    let sessions: SessionStore
+    let sessions: SessionRepository
     /// When set, passwords are checked by the Keycloak realm and its tokens kept with each session.
     let keycloak: KeycloakSessions?
     let throttle: SignInThrottle
@@ -53,7 +53,7 @@ struct SignIn: Sendable {
         return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
     }
 
-    func openSession(for verified: Verified, request: Request, context: FoyerRequestContext) async throws -> (AuthSession, token: String) {
+    func openSession(for verified: Verified, request: Request, context: some RemoteAddressRequestContext) async throws -> (AuthSession, token: String) {
         let (session, token) = try await sessions.create(
             for: verified.user,
             userAgent: request.headers[.userAgent],

@@ -12,7 +12,7 @@ enum SignInFormToken {
     /// The browser's token, and the cookie to set when it had none (or a malformed one).
     static func forPage(request: Request, secure: Bool) -> (token: String, cookie: Cookie?) {
         if let existing = presentedCookie(request) { return (existing, nil) }
-        let token = SessionStore.randomToken()
+        let token = SessionRepository.randomToken()
         return (token, Cookie(name: cookieName, value: token, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax))
     }
 

@@ -1,11 +1,11 @@
 import GraphQL
 
-/// The AeroGear DataSync showcase ("Voyager") task schema, executed in-process over EmbeddedTaskStore:
+/// The AeroGear DataSync showcase ("Voyager") task schema, executed in-process over EmbeddedTaskRepository:
 /// what Foyer serves when no upstream GraphQL server is configured.
 enum EmbeddedTaskSchema {
     static let statuses = ["OPEN", "ASSIGNED", "COMPLETE"]
 
-    static func make(store: EmbeddedTaskStore, events: TaskEvents, changes: TaskChanges) throws -> GraphQLSchema {
+    static func make(store: EmbeddedTaskRepository, events: TaskEvents, changes: TaskChanges) throws -> GraphQLSchema {
         /// Runs inside the mutation: its author is the user it runs for, when Foyer's mutations are observed.
         @Sendable func changed(_ kind: TaskChange.Kind, _ task: TaskRecord) {
             changes.publish(TaskChange(kind: kind, task: task.item, author: TaskAuthors.current, origin: .embedded))

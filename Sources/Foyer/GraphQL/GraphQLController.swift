@@ -13,12 +13,13 @@ struct GraphQLController {
     let analyses = QueryAnalysisCache()
 
     func addRoutes(to router: FoyerRouter) {
-        router.post("/graphql", use: post)
+        router.group(context: SignedInContext.self).post("/graphql", use: post)
+        // A websocket upgrade that offered no subprotocol is refused before anyone is asked to sign in.
         router.get("/graphql", use: get)
     }
 
-    @Sendable func post(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func post(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         var request = request
         let body: ByteBuffer
         do {

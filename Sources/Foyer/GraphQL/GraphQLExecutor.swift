@@ -84,12 +84,12 @@ enum GraphQLUpstreamError: Error {
 /// Runs the showcase task schema in-process: the default when no upstream is configured.
 struct EmbeddedGraphQLExecutor: GraphQLExecutor {
     let schema: GraphQLSchema
-    let store: EmbeddedTaskStore
+    let store: EmbeddedTaskRepository
     let events: TaskEvents
     let shared = SharedSubscriptions()
 
     /// Its changes go out through `changes`, and its subscriptions follow what comes in there.
-    init(store: EmbeddedTaskStore, changes: TaskChanges) throws {
+    init(store: EmbeddedTaskRepository, changes: TaskChanges) throws {
         self.store = store
         events = TaskEvents(following: changes)
         schema = try EmbeddedTaskSchema.make(store: store, events: events, changes: changes)

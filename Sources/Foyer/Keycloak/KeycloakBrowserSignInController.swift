@@ -46,7 +46,7 @@ struct KeycloakBrowserSignInController {
     @Sendable func start(request: Request, context: FoyerRequestContext) async throws -> Response {
         let returnTo = ReturnPath.safe(request.uri.queryParameters["return_to"].map(String.init), request: request)
         let attempt = KeycloakSignInAttempt(
-            state: SessionStore.randomToken(), codeVerifier: SessionStore.randomToken(), nonce: SessionStore.randomToken(),
+            state: SessionRepository.randomToken(), codeVerifier: SessionRepository.randomToken(), nonce: SessionRepository.randomToken(),
             redirectUri: request.publicOrigin(trustProxy: signIn.trustProxy) + Self.callbackPath, returnTo: returnTo, createdAt: Date()
         )
         let endpoints = try await keycloak.client.endpoints()

@@ -5,7 +5,7 @@ struct KeycloakFeature {
     /// Nil when Foyer signs people in with local accounts.
     let sessions: KeycloakSessions?
 
-    init(_ app: Foundations, settings: KeycloakSettings?, sessions: SessionStore) {
+    init(_ app: Foundations, settings: KeycloakSettings?, sessions: SessionRepository) {
         self.settings = settings
         self.sessions = settings.map { settings in
             let http = KeycloakClient.makeHTTPClient()

@@ -31,12 +31,12 @@ final class KeycloakSessions: Sendable {
     let store: Store
     let storage: any KeycloakStorage
     let users: any UserStorage
-    let sessions: SessionStore
+    let sessions: SessionRepository
     let trustProxy: Bool
     let logger: Logger
     private let refreshing = NIOLockedValueBox<[String: Task<String, any Error>]>([:])
 
-    init(client: KeycloakClient, store: Store, sessions: SessionStore, trustProxy: Bool, logger: Logger) {
+    init(client: KeycloakClient, store: Store, sessions: SessionRepository, trustProxy: Bool, logger: Logger) {
         self.client = client
         verifier = KeycloakTokenVerifier(client: client)
         self.store = store

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Hummingbird
 import NIOConcurrencyHelpers
 
 /// Posts, with their authors. Writes bump `generation`, which tells caches built on reads to let go.
@@ -79,7 +80,7 @@ public struct PostRepository: Sendable {
     }
 
     /// The post named by the route's `{id}`: 404 for an unknown or malformed id.
-    func find(in context: FoyerRequestContext) async throws -> PublishedPost {
+    func find(in context: some RequestContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")
         guard let id = Int64(raw), let published = try await find(id: id) else {
             throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
@@ -87,12 +88,10 @@ public struct PostRepository: Sendable {
         return published
     }
 
-    /// The post named by the route's `{id}`, when the signed-in user wrote it: 401 with nobody signed in,
-    /// 403 for anyone else.
-    func findOwn(in context: FoyerRequestContext) async throws -> PublishedPost {
-        let identity = try context.requireIdentity()
+    /// The post named by the route's `{id}`, when the signed-in user wrote it: 403 for anyone else.
+    func findOwn(in context: SignedInContext) async throws -> PublishedPost {
         let published = try await find(in: context)
-        guard published.author.id == identity.userId else {
+        guard published.author.id == context.identity.userId else {
             throw AppError(.forbidden, title: "Not your post", message: "Only the author of a post may change or delete it.")
         }
         return published

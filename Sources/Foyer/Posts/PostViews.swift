@@ -45,7 +45,7 @@ enum PostChange: Sendable {
 
 /// The `<turbo-stream>` HTML that shows a post change on open pages: the first list page (`posts`), rows
 /// (`post_ID`) and the post's own page (`post_ID_content`, `post_ID_detail`).
-struct PostStreams: Sendable {
+struct PostFragments: Sendable {
     let views: Views
 
     func html(for change: PostChange) -> String {

@@ -21,15 +21,16 @@ struct PostsAPIController {
     }
 
     func addRoutes(to router: FoyerRouter) {
+        let signedIn = router.group(context: SignedInContext.self)
         for collection in ["/api/v1/posts", "/posts.json"] {
             router.get(RouterPath(collection), use: index)
-            router.post(RouterPath(collection), use: create)
+            signedIn.post(RouterPath(collection), use: create)
         }
         for member in ["/api/v1/posts/{id}", "/posts/{id}.json"] {
             router.get(RouterPath(member), use: show)
-            router.patch(RouterPath(member), use: update)
-            router.put(RouterPath(member), use: update)
-            router.delete(RouterPath(member), use: destroy)
+            signedIn.patch(RouterPath(member), use: update)
+            signedIn.put(RouterPath(member), use: update)
+            signedIn.delete(RouterPath(member), use: destroy)
         }
     }
 
@@ -74,21 +75,21 @@ struct PostsAPIController {
         .json(PostJSON(try await posts.find(in: context), baseURL: request.baseURL))
     }
 
-    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let created = try await posts.create(try await Self.changes(from: request), author: identity.user)
         var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
         response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
         return response
     }
 
-    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         let updated = try await posts.update(published, with: try await Self.changes(from: request))
         return .json(PostJSON(updated, baseURL: request.baseURL))
     }
 
-    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
         return Response(status: .noContent)

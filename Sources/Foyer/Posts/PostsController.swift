@@ -7,7 +7,7 @@ struct PostsController {
     let posts: PostRepository
     let views: Views
     let streams: LiveStreams
-    let fragments: PostStreams
+    let fragments: PostFragments
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks
     /// but whether anyone is signed in (the "New post" link): keep it that way, or add to the key.
     let listBodies = GenerationCache<ListKey, String>(capacity: 512)
@@ -18,14 +18,15 @@ struct PostsController {
     }
 
     func addRoutes(to router: FoyerRouter) {
+        let signedIn = router.group(context: SignedInContext.self)
         router.get("/posts", use: index)
-        router.get("/posts/new", use: new)
-        router.post("/posts", use: create)
+        signedIn.get("/posts/new", use: new)
+        signedIn.post("/posts", use: create)
         router.get("/posts/{id}", use: show)
-        router.get("/posts/{id}/edit", use: edit)
-        router.patch("/posts/{id}", use: update)
-        router.put("/posts/{id}", use: update)
-        router.delete("/posts/{id}", use: destroy)
+        signedIn.get("/posts/{id}/edit", use: edit)
+        signedIn.patch("/posts/{id}", use: update)
+        signedIn.put("/posts/{id}", use: update)
+        signedIn.delete("/posts/{id}", use: destroy)
     }
 
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -67,13 +68,12 @@ struct PostsController {
         )
     }
 
-    @Sendable func new(request: Request, context: FoyerRequestContext) async throws -> Response {
-        _ = try context.requireIdentity()
+    @Sendable func new(request: Request, context: SignedInContext) async throws -> Response {
         return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil)
     }
 
-    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let changes = try await Self.formChanges(request)
         do {
             let created = try await posts.create(changes, author: identity.user)
@@ -84,13 +84,13 @@ struct PostsController {
         }
     }
 
-    @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         let changes = PostChanges(title: published.post.title, content: published.post.content)
         return form(request: request, context: context, changes: changes, id: published.id)
     }
 
-    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         let changes = try await Self.formChanges(request)
         do {
@@ -101,7 +101,7 @@ struct PostsController {
         }
     }
 
-    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
         if request.wantsTurboStream { return .turboStream(fragments.html(for: .deleted(id: published.id))) }
@@ -109,7 +109,7 @@ struct PostsController {
     }
 
     private func form(
-        request: Request, context: FoyerRequestContext, changes: PostChanges, id: Int64?,
+        request: Request, context: SignedInContext, changes: PostChanges, id: Int64?,
         errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         var values: [String: Any] = [

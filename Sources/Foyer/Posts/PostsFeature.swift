@@ -10,12 +10,12 @@ struct PostsFeature {
 
     let posts: PostRepository
     let changes: ChangeFeed<PostChange>
-    let fragments: PostStreams
+    let fragments: PostFragments
 
     init(_ app: Foundations) {
         let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
         self.changes = changes
-        let fragments = PostStreams(views: app.views)
+        let fragments = PostFragments(views: app.views)
         self.fragments = fragments
         changes.listen { event in
             switch event {

@@ -13,6 +13,7 @@ struct DevicesAPIController {
     let relay: PushRelay?
 
     func addRoutes(to router: FoyerRouter) {
+        let router = router.group(context: SignedInContext.self)
         router.post("/api/v1/devices", use: register)
         // Hotwire Native apps in the Jumpstart style send {token, platform} here.
         router.post("/api/v1/notification_tokens", use: register)
@@ -44,8 +45,8 @@ struct DevicesAPIController {
         }
     }
 
-    @Sendable func register(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func register(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let relay = try configured()
         let registration = try await Self.registration(from: request, platforms: Set(relay.client.settings.variants.keys))
         var (device, operation) = try await relay.devices.register(registration, userId: identity.userId, sessionId: identity.session?.id)
@@ -64,21 +65,21 @@ struct DevicesAPIController {
         return response
     }
 
-    @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func index(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         return .json(try await configured().devices.list(userId: identity.userId).map(DeviceJSON.init))
     }
 
-    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         guard let device = try await configured().devices.device(token: try Self.token(in: context), userId: identity.userId) else {
             throw Self.notYours
         }
         return .json(DeviceJSON(device))
     }
 
-    @Sendable func unregister(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func unregister(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let relay = try configured()
         let token = try Self.token(in: context)
         guard let operation = try await relay.devices.unregister(token: token, userId: identity.userId) else { throw Self.notYours }
@@ -116,7 +117,7 @@ struct DevicesAPIController {
         return AppError(.badGateway, message: "Unified Push refused Foyer's request (\(status)); the server's log says why")
     }
 
-    private static func token(in context: FoyerRequestContext) throws -> String {
+    private static func token(in context: SignedInContext) throws -> String {
         let raw = try context.parameters.require("token")
         return raw.removingPercentEncoding ?? raw
     }

@@ -22,7 +22,7 @@ struct PushFeature {
         app.closeOnShutdown { try await http.shutdown() }
         let cluster = app.cluster
         let relay = PushRelay(
-            devices: PushDevices(store: app.store), client: UnifiedPushClient(settings: settings, http: http), logger: app.logger,
+            devices: PushDeviceRepository(store: app.store), client: UnifiedPushClient(settings: settings, http: http), logger: app.logger,
             delivered: { operation, outcome in cluster?.send(Delivered(operation: operation, outcome: outcome), on: Self.delivered) }
         )
         cluster?.on(Self.delivered) { relay.heard($0.operation, $0.outcome) }

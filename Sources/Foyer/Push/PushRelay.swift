@@ -17,7 +17,7 @@ final class PushRelay: Service, Sendable {
     /// `unavailable` means it is kept in the outbox (UPS is away, or did not answer in time).
     typealias Outcome = UnifiedPushClient.Answer
 
-    let devices: PushDevices
+    let devices: PushDeviceRepository
     let client: UnifiedPushClient
     let logger: Logger
     private let doorbell = Doorbell()
@@ -26,7 +26,7 @@ final class PushRelay: Service, Sendable {
     /// waiting for it may be on another one, whose relay found this one at the outbox.
     private let delivered: @Sendable (_ operation: Int64, Outcome) -> Void
 
-    init(devices: PushDevices, client: UnifiedPushClient, logger: Logger, delivered: @escaping @Sendable (Int64, Outcome) -> Void = { _, _ in }) {
+    init(devices: PushDeviceRepository, client: UnifiedPushClient, logger: Logger, delivered: @escaping @Sendable (Int64, Outcome) -> Void = { _, _ in }) {
         self.devices = devices
         self.client = client
         self.logger = logger

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PostgresNIO
 
-/// The rows behind `PushDevices`: devices and the outbox, changed together in one transaction.
+/// The rows behind `PushDeviceRepository`: devices and the outbox, changed together in one transaction.
 protocol PushStorage: Sendable {
     /// Saves `device` (keeping its first `createdAt`) and queues `operation` in its place; an `oldToken`'s device
     /// goes. Whatever was queued for either token is dropped. Throws 422 when either token is another user's.

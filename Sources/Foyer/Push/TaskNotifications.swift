@@ -10,7 +10,7 @@ struct TaskNotifications: Sendable {
     /// How long an upstream event waits for Foyer's own mutation answer to name its author.
     static let authorGrace: Duration = .seconds(1)
 
-    let devices: PushDevices
+    let devices: PushDeviceRepository
     let relay: PushRelay
     /// Who made Foyer's own changes: a remote task server's events are matched to them by task id.
     let authors: TaskAuthors

@@ -4,7 +4,7 @@ import GRDB
 // it). The same tables, columns and indexes in each store's types; `SchemaParityTests` compares them, so a
 // change to one list needs its twin in the other. Named migrations, in order; never edit one that has shipped.
 
-extension FoyerDatabase {
+extension SQLiteStore {
     /// Named migrations, in order. Never edit one that has shipped: add another.
     public static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()

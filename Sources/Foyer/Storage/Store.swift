@@ -20,7 +20,7 @@ extension Store {
     /// Opens what `--database` names and brings its schema up to date.
     public static func open(_ location: String, logger: Logger) async throws -> Store {
         switch try StoreLocation(location) {
-        case .sqlite(let path): .sqlite(try FoyerDatabase.openAndMigrate(path: path))
+        case .sqlite(let path): .sqlite(try SQLiteStore.openAndMigrate(path: path))
         case .postgres(let location): .postgres(try await PostgresStore.open(location, logger: logger))
         }
     }

@@ -29,7 +29,7 @@ struct TaskView: Sendable {
 
 /// The `<turbo-stream>` HTML that shows a task change on open pages: list rows (`task_ID`) and the detail page
 /// (`task_ID_content`, `task_ID_detail`). Pages that show neither ignore it.
-struct TaskStreams: Sendable {
+struct TaskFragments: Sendable {
     let views: Views
 
     func added(_ task: TaskItem) -> String {
@@ -50,7 +50,7 @@ struct TaskStreams: Sendable {
 /// Open task pages follow every task change: each is rendered once and sent to all of them.
 struct TaskPages: Sendable {
     let streams: LiveStreams
-    let fragments: TaskStreams
+    let fragments: TaskFragments
 
     func follow(_ changes: TaskChanges) {
         changes.listen { event in

@@ -11,11 +11,12 @@ struct TasksController {
     let credentials: UpstreamCredentialSource
     let roles: RealmRoleSource
     let streams: LiveStreams
-    let fragments: TaskStreams
+    let fragments: TaskFragments
     /// As in the showcase server: deleting a task takes this realm role (when users have realm roles at all).
     static let deletingRole = "admin"
 
     func addRoutes(to router: FoyerRouter) {
+        let router = router.group(context: SignedInContext.self)
         router.get("/tasks", use: index)
         router.get("/tasks.json", use: indexJSON)
         router.get("/tasks/new", use: new)
@@ -28,8 +29,8 @@ struct TasksController {
         router.delete("/tasks/{id}", use: destroy)
     }
 
-    @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func index(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let paging = try Paging(request, defaultPerPage: Self.perPage)
         let position = streams.position(of: .tasks)
         // One more than a page tells whether there is a next one.
@@ -48,8 +49,8 @@ struct TasksController {
         return views.page("tasks/index", values, request: request, context: context)
     }
 
-    @Sendable func indexJSON(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func indexJSON(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let paging = try Paging(request, defaultPerPage: Self.perPage)
         let read = try await tasks.list(first: paging.perPage, after: paging.offset, for: identity, credentials: try await credentials(identity))
         var response = Response.json(read.value)
@@ -58,24 +59,23 @@ struct TasksController {
         return response
     }
 
-    @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
         let position = streams.position(of: .tasks)
         let (task, offlineCopyFrom) = try await find(context)
         var values: [String: Any] = [
             "title": task.title, "task": TaskView(task), "stream_path": streams.path(of: .tasks), "stream_position": position,
         ]
-        values["may_delete"] = try await mayDelete(try context.requireIdentity())
+        values["may_delete"] = try await mayDelete(context.identity)
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
         return views.page("tasks/show", values, request: request, context: context)
     }
 
-    @Sendable func new(request: Request, context: FoyerRequestContext) async throws -> Response {
-        _ = try context.requireIdentity()
+    @Sendable func new(request: Request, context: SignedInContext) async throws -> Response {
         return form(request: request, context: context, fields: TaskFields(title: "", description: "", status: "OPEN"), task: nil)
     }
 
-    @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let fields = try await TaskFields.read(request)
         if let errors = fields.errors {
             return form(request: request, context: context, fields: fields, task: nil, errors: errors, status: .unprocessableContent)
@@ -84,15 +84,15 @@ struct TasksController {
         return .afterSubmit(request, redirectTo: "/tasks/\(task.id)", native: .refresh)
     }
 
-    @Sendable func edit(request: Request, context: FoyerRequestContext) async throws -> Response {
+    @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let (task, _) = try await find(context)
         let fields = TaskFields(title: task.title, description: task.description, status: task.status ?? "OPEN", version: task.version)
         return form(request: request, context: context, fields: fields, task: task)
     }
 
     /// Sends the version the form was rendered with; a stale one is a 409 page with both versions.
-    @Sendable func update(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let id = try context.parameters.require("id")
         let fields = try await TaskFields.read(request)
         let current = TaskItem(id: id, version: fields.version, title: fields.title, description: fields.description, status: fields.status)
@@ -111,8 +111,8 @@ struct TasksController {
     }
 
     /// The list's status buttons: only the status changes, at the version the list showed.
-    @Sendable func changeStatus(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func changeStatus(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let id = try context.parameters.require("id")
         var request = request
         let form = try await request.formFields()
@@ -132,8 +132,8 @@ struct TasksController {
         return .seeOther("/tasks")
     }
 
-    @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
+    @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
         let id = try context.parameters.require("id")
         guard try await mayDelete(identity) else {
             throw AppError(.forbidden, title: "Not allowed", message: "Deleting tasks takes the realm role \(Self.deletingRole), which you do not have.")
@@ -149,8 +149,8 @@ struct TasksController {
     }
 
     /// The task and, when the server was unreachable, the time of the offline copy shown instead.
-    private func find(_ context: FoyerRequestContext) async throws -> (TaskItem, Date?) {
-        let identity = try context.requireIdentity()
+    private func find(_ context: SignedInContext) async throws -> (TaskItem, Date?) {
+        let identity = context.identity
         let id = try context.parameters.require("id")
         let read = try await tasks.get(id: id, for: identity, credentials: try await credentials(identity))
         guard let task = read.value else { throw Self.notFound(id) }
@@ -164,7 +164,7 @@ struct TasksController {
     }
 
     private func form(
-        request: Request, context: FoyerRequestContext, fields: TaskFields, task: TaskItem?,
+        request: Request, context: SignedInContext, fields: TaskFields, task: TaskItem?,
         errors: [String] = [], status: HTTPResponse.Status = .ok
     ) -> Response {
         var values: [String: Any] = [
@@ -181,7 +181,7 @@ struct TasksController {
 
     /// 409: what the server has now beside what was sent, and the form again at the server's version,
     /// so submitting it once more applies the user's changes on top of the latest.
-    private func conflictPage(request: Request, context: FoyerRequestContext, server: TaskItem, mine: TaskItem) -> Response {
+    private func conflictPage(request: Request, context: SignedInContext, server: TaskItem, mine: TaskItem) -> Response {
         let retry = TaskFields(title: mine.title, description: mine.description, status: mine.status ?? "OPEN", version: server.version)
         return views.page(
             "tasks/conflict",

@@ -13,7 +13,7 @@ struct TasksFeature {
     let changes: TaskChanges
     /// Set when push notifications want to know who made each change.
     let authors: TaskAuthors?
-    let fragments: TaskStreams
+    let fragments: TaskFragments
     let executor: any GraphQLExecutor
     let credentials: UpstreamCredentialSource
     let roles: RealmRoleSource
@@ -23,7 +23,7 @@ struct TasksFeature {
     init(_ app: Foundations, push: PushFeature, keycloak: KeycloakFeature) throws {
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
         self.changes = changes
-        fragments = TaskStreams(views: app.views)
+        fragments = TaskFragments(views: app.views)
         TaskPages(streams: app.streams, fragments: fragments).follow(changes)
 
         let upstream = GraphQLUpstream(config: config, mobileServices: app.mobileServices)
@@ -43,7 +43,7 @@ struct TasksFeature {
                 changes: changes, logger: app.logger
             ))
         } else {
-            executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskStore(store: app.store), changes: changes)
+            executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskRepository(store: app.store), changes: changes)
         }
 
         // Foyer's own mutations name their authors, so devices are not told of their own changes.

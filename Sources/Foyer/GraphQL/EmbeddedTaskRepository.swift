@@ -32,7 +32,7 @@ struct TaskVersionConflict: Error {
     let serverState: TaskRecord
 }
 
-struct EmbeddedTaskStore: Sendable {
+struct EmbeddedTaskRepository: Sendable {
     let storage: any EmbeddedTaskStorage
 
     init(store: Store) {

@@ -67,7 +67,7 @@ struct DeviceRegistration: Sendable {
 }
 
 /// Devices and the outbox, kept together: every change to a device and what UPS must hear of it are one transaction.
-struct PushDevices: Sendable {
+struct PushDeviceRepository: Sendable {
     let store: Store
     let storage: any PushStorage
 

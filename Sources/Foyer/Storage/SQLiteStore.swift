@@ -1,7 +1,7 @@
 import GRDB
 
 /// Opens Foyer's SQLite database and brings its schema up to date.
-public enum FoyerDatabase {
+public enum SQLiteStore {
     public static func open(path: String) throws -> any DatabaseWriter {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
