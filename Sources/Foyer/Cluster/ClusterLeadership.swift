@@ -69,19 +69,29 @@ final class ClusterLeadership: Service, Sendable {
     }
 
     /// The connection goes back to the pool: it must not keep the lead with it. (A connection that died took the
-    /// lock along already.) Not cancelled with the caller, or a shutting-down instance would keep the lock; but
-    /// never waited on for more than a second.
+    /// lock along already.) This instance stops acting as leader at once; the unlock is not cancelled with the
+    /// caller, or a shutting-down instance would keep the lock, but it is never waited on for more than a second
+    /// (a task group would wait for it at its end, however long a closing pool takes to answer).
     private func stepDown(_ connection: PostgresConnection) async {
-        guard isLeader, !connection.isClosed else { return }
-        let logger = logger
-        let unlock = Task.detached {
-            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey), hashtext(current_schema()))", logger: logger).collect()
+        let wasLeading = leading.withLockedValue { leading in
+            defer { leading = false }
+            return leading
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await unlock.value }
-            group.addTask { try? await Task.sleep(for: .seconds(1)) }
-            await group.next()
-            group.cancelAll()
+        guard wasLeading, !connection.isClosed else { return }
+        let logger = logger
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumed = NIOLockedValueBox(false)
+            let resume: @Sendable () -> Void = {
+                if resumed.withLockedValue({ resumed in defer { resumed = true }; return !resumed }) { continuation.resume() }
+            }
+            Task.detached {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey), hashtext(current_schema()))", logger: logger).collect()
+                resume()
+            }
+            Task.detached {
+                try? await Task.sleep(for: .seconds(1))
+                resume()
+            }
         }
     }
 }
