@@ -21,6 +21,11 @@ if (!customElements.get("turbo-stream-source")) {
         const id = event.lastEventId
         if (id) requestAnimationFrame(() => { if (this.isConnected) this.dataset.lastEventId = id })
       })
+      // The session ended (signed out elsewhere, revoked, expired): the stream's last event names where to go.
+      this.source.addEventListener("signed-out", (event) => {
+        this.disconnectedCallback()
+        Turbo.visit(event.data || "/sign_in")
+      })
     }
 
     disconnectedCallback() {

@@ -134,6 +134,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "End a session this long after sign-in, used or not; also the cookie's Max-Age (env FOYER_SESSION_LIFETIME; default 365d)")
     var sessionLifetime: String?
 
+    @Option(help: "Close a connection whose request head has not arrived this long after its first byte, or after the connection opened: 30s, 2m or seconds (env FOYER_HEADER_TIMEOUT; default 30s). Also how long a body may pause and a response may go unread")
+    var headerTimeout: String?
+
+    @Option(help: "Close a kept-alive connection with no request under way after this: 75s, 2m or seconds (env FOYER_IDLE_TIMEOUT; default 75s)")
+    var idleTimeout: String?
+
+    @Option(help: "Open client connections at most; more are closed at once (env FOYER_MAX_CONNECTIONS; default: the open-file limit less a twentieth, at least 256)")
+    var maxConnections: Int?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let formatName = logFormat ?? environment["FOYER_LOG_FORMAT"] ?? "text"
@@ -147,6 +156,16 @@ struct Serve: AsyncParsableCommand {
         }
         if let text = sessionLifetime ?? environment["FOYER_SESSION_LIFETIME"] {
             config.sessionLifetime.lifetime = try Self.duration(text, option: "--session-lifetime")
+        }
+        if let text = headerTimeout ?? environment["FOYER_HEADER_TIMEOUT"] {
+            config.edge.headerTimeout = .milliseconds(Int64(try Self.duration(text, option: "--header-timeout") * 1000))
+        }
+        if let text = idleTimeout ?? environment["FOYER_IDLE_TIMEOUT"] {
+            config.edge.idleTimeout = .milliseconds(Int64(try Self.duration(text, option: "--idle-timeout") * 1000))
+        }
+        if let cap = maxConnections ?? environment["FOYER_MAX_CONNECTIONS"].flatMap({ Int($0) }) {
+            guard cap > 0 else { throw ValidationError("--max-connections: give a positive number of connections") }
+            config.edge.maximumConnections = cap
         }
         config.databasePath = common.databasePath
         config.hostname = hostname ?? environment["FOYER_HOSTNAME"] ?? config.hostname

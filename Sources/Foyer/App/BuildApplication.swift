@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 
@@ -28,15 +29,26 @@ public func buildApplication(
         app.run(DemoSeeding(account: account, users: sessions.users, posts: posts.posts, readiness: readiness, logger: logger))
     }
 
-    let (router, errors) = try buildRouter(app, readiness: readiness, push: push, keycloak: keycloak, signIn: signIn, posts: posts, tasks: tasks)
+    let (router, errors) = try buildRouter(
+        app, readiness: readiness, push: push, sessions: sessions, keycloak: keycloak, signIn: signIn, posts: posts, tasks: tasks
+    )
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
-    tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator)
+    tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
+    let (webSocketResponder, edge) = (webSocketRouter.buildResponder(), Edge(settings: config.edge, metrics: app.metrics, views: app.views))
 
     return Application(
         responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(
             wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors)
         )),
-        server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: .init(maxFrameSize: GraphQLController.maximumBodySize))),
+        server: HTTPServerBuilder { responder in
+            EdgeGuardedChannel(
+                wrapped: HTTP1WebSocketUpgradeChannel(
+                    responder: responder, webSocketResponder: webSocketResponder,
+                    configuration: .init(http1: .init(idleTimeout: edge.idleTimeout), ws: .init(maxFrameSize: GraphQLController.maximumBodySize))
+                ),
+                edge: edge
+            )
+        },
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
         services: app.services,
         logger: logger
@@ -45,7 +57,7 @@ public func buildApplication(
 
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
-    _ app: Foundations, readiness: Readiness, push: PushFeature, keycloak: KeycloakFeature, signIn: SignInFeature,
+    _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, keycloak: KeycloakFeature, signIn: SignInFeature,
     posts: PostsFeature, tasks: TasksFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
@@ -69,7 +81,7 @@ func buildRouter(
     signIn.addRoutes(to: router, views: views)
     keycloak.addRoutes(to: router, signIn: signIn.signIn, views: views)
     posts.addRoutes(to: router, views: views, streams: app.streams)
-    LiveStreamController(streams: app.streams, metrics: app.metrics).addRoutes(to: router)
+    LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds).addRoutes(to: router)
     push.addRoutes(to: router)
     tasks.addRoutes(to: router, views: views, streams: app.streams)
     return (router, errors)

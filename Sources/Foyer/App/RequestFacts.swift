@@ -54,9 +54,22 @@ extension Request {
     /// each escaped in JSON as a 12-byte surrogate pair, still fit.
     static let maximumBodySize = 2 << 20
 
+    /// The body, at most `limit` bytes of it (413 past that). A `Content-Length` over the limit is refused before
+    /// any of the body is read: a client need not send megabytes to learn they are too many.
+    mutating func collectBody(limitedTo limit: Int) async throws -> ByteBuffer {
+        if let declared = headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw AppError(.contentTooLarge, message: "The request body is larger than \(Self.describe(bytes: limit)), this route's limit.")
+        }
+        return try await collectBody(upTo: limit)
+    }
+
+    static func describe(bytes: Int) -> String {
+        bytes >= 1 << 20 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
+    }
+
     /// The body as urlencoded form fields (later fields win). Collects the body, so handlers can still read it.
     mutating func formFields(limit: Int = maximumBodySize) async throws -> [String: String] {
-        let buffer = try await collectBody(upTo: limit)
+        let buffer = try await collectBody(limitedTo: limit)
         return FormFields.parse(String(buffer: buffer))
     }
 }

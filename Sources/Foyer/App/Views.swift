@@ -56,6 +56,14 @@ public struct Views: Sendable {
         return Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
     }
 
+    /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists).
+    func standalonePage(_ template: String, _ values: [String: Any], title: String) -> ByteBuffer {
+        layout.render(body: render(template, values), title: title, identity: nil, native: false, formPage: false)
+    }
+
+    /// What a page's headers say beyond its type: its Content-Security-Policy and the like.
+    var pageSecurityFields: [HTTPField] { pageHeaders.filter { $0.name != .contentType && $0.name != .vary } }
+
     /// Renders a template to a string, for bodies that are cached before they are wrapped and for live fragments.
     /// `context` is a typed view (a struct whose property names the template uses) or, in older views, a dictionary.
     func render(_ template: String, _ context: Any) -> String {

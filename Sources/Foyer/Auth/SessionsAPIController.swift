@@ -153,7 +153,7 @@ struct Credentials {
 
     static func read(from request: Request) async throws -> Credentials {
         var request = request
-        let buffer = try await request.collectBody(upTo: SessionsAPIController.maximumBodySize)
+        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
         let text = String(buffer: buffer)
         var email: String?, password: String?
         let looksLikeJSON = request.isJSONBody || (!request.isFormEncoded && text.first(where: { !$0.isWhitespace }) == "{")

@@ -6,19 +6,27 @@ struct SessionsFeature {
     let users: UserRepository
     let sessions: SessionRepository
     let throttle: SignInThrottle
+    /// What sessions hold open (event streams, websockets): it ends with them, on every instance.
+    let holds: SessionHolds
 
     /// `ending`: what else goes in the transaction that ends sessions (push registrations).
     init(_ app: Foundations, ending: SessionEnding?) {
-        let cluster = app.cluster
+        let (cluster, holds) = (app.cluster, SessionHolds())
+        self.holds = holds
         users = UserRepository(store: app.store, passwordHashCost: app.config.passwordHashCost)
         let sessions = SessionRepository(
             store: app.store, lifetime: app.config.sessionLifetime, ending: ending,
-            revoked: { id in cluster?.send([id], on: Self.ended) }
+            revoked: { id in
+                holds.end(sessions: [id])
+                cluster?.send([id], on: Self.ended)
+            }
         )
         throttle = SignInThrottle(store: app.store)
         app.run(SessionPruning(sessions: sessions, throttle: throttle, logger: app.logger))
+        app.run(HeldSessionExpiry(holds: holds, sessions: sessions, logger: app.logger))
         cluster?.on(Self.ended) { ids in
             for id in ids { sessions.cache.forget(sessionID: id) }
+            holds.end(sessions: ids)
         }
         // Missed revocations are possible while not hearing the others: no cached session is trusted.
         cluster?.onBreak { sessions.cache.forgetAll() }

@@ -69,6 +69,8 @@ public struct FoyerConfig: Sendable {
     public var pushMasterSecret: String?
     /// Send task changes to devices; nil: yes when the sender's credentials are set.
     public var pushNotifyTasks: Bool?
+    /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
+    public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.
     public var metricsToken: String?
     /// Where the metrics are kept; nil: a registry of this application's own (tests build many in one process).

@@ -23,7 +23,7 @@ struct GraphQLController {
         var request = request
         let body: ByteBuffer
         do {
-            body = try await request.collectBody(upTo: Self.maximumBodySize)
+            body = try await request.collectBody(limitedTo: Self.maximumBodySize)
         } catch {
             return Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
         }

@@ -36,6 +36,8 @@ struct GraphQLWebSocketController {
     let authenticator: Authenticator
     let credentials: UpstreamCredentialSource
     let metrics: FoyerMetrics
+    /// A socket signed in with a session closes when the session ends (4401).
+    let holds: SessionHolds
     let analyses = QueryAnalysisCache()
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
@@ -129,6 +131,8 @@ private struct GraphQLSocketConnection: Sendable {
         let initialised = NIOLockedValueBox(false)
         /// Running operations by client id; the UUID tells an operation apart from a later one reusing its id.
         let operations = NIOLockedValueBox<[String: (run: UUID, task: Task<Void, Never>)]>([:])
+        /// Releases the session's hold on this socket.
+        let release = NIOLockedValueBox<SessionHolds.Release?>(nil)
     }
 
     let dialect: GraphQLWebSocketDialect
@@ -168,6 +172,7 @@ private struct GraphQLSocketConnection: Sendable {
                 await read(inbound, send: send)
                 timers.cancelAll()
             }
+            shared.release.withLockedValue { $0 }?()
             for (_, operation) in shared.operations.withLockedValue({ $0 }) { operation.task.cancel() }
             send.finish()
         }
@@ -214,6 +219,10 @@ private struct GraphQLSocketConnection: Sendable {
             }
             shared.identity.withLockedValue { $0 = identity }
             shared.initialised.withLockedValue { $0 = true }
+            if let session = identity.session {
+                let release = controller.holds.hold(session) { [shared, dialect] in Self.sessionEnded(shared, dialect: dialect, send: send) }
+                shared.release.withLockedValue { $0 = release }
+            }
             send.yield(.text(#"{"type":"connection_ack"}"#))
             if dialect == .legacy { send.yield(.text(#"{"type":"ka"}"#)) }
         case "ping" where dialect == .transportWS:
@@ -245,6 +254,21 @@ private struct GraphQLSocketConnection: Sendable {
             return reject(.unknown(4400), "Unknown message type \(message.type)", id: message.id, send: send)
         }
         return false
+    }
+
+    /// The socket's session ended (signed out, revoked, expired): its operations stop, nothing new may start, and
+    /// the socket closes with 4401 (the legacy protocol hears `connection_error` first, having no close codes).
+    private static func sessionEnded(_ shared: Shared, dialect: GraphQLWebSocketDialect, send: AsyncStream<Outgoing>.Continuation) {
+        shared.identity.withLockedValue { $0 = nil }
+        let operations = shared.operations.withLockedValue { operations in
+            defer { operations.removeAll() }
+            return operations
+        }
+        for (_, operation) in operations { operation.task.cancel() }
+        if dialect == .legacy {
+            send.yield(.text(envelope("connection_error", id: nil, payload: errorObject("The session ended: sign in again", code: "UNAUTHENTICATED"))))
+        }
+        send.yield(.close(.unknown(4401), "Unauthorized: the session ended"))
     }
 
     /// graphql-transport-ws closes the socket on a protocol error; the legacy protocol answers `error` and goes on.

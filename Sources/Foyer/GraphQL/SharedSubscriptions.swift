@@ -131,7 +131,7 @@ final class SharedSubscriptions: Sendable {
                     pending = payloads[...]
                 case .heartbeat:
                     continue
-                case .closed, .cancelled:
+                case .closed, .cancelled, .ended:
                     return nil
                 case .gap, .lagging:
                     throw GraphQLUpstreamError.invalidReply("this subscriber fell more than \(SharedSubscriptions.subscriberBuffer) results behind")

@@ -49,7 +49,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
         upstream.method = HTTPMethod(rawValue: request.method.rawValue)
         upstream.headers = forwardedHeaders(request, publicOrigin: publicOrigin, context: context)
         if request.method != .get, request.method != .head {
-            upstream.body = .bytes(try await request.collectBody(upTo: Self.maximumRequestBody))
+            upstream.body = .bytes(try await request.collectBody(limitedTo: Self.maximumRequestBody))
         }
 
         let answer: HTTPClientResponse

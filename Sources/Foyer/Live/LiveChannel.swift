@@ -27,9 +27,11 @@ final class LiveChannel: Sendable {
         case closed
         /// The waiting task was cancelled.
         case cancelled
+        /// This subscriber was ended (its session ended).
+        case ended
     }
 
-    private enum Wakeup: Sendable { case data, heartbeat, closed, cancelled }
+    private enum Wakeup: Sendable { case data, heartbeat, closed, cancelled, ended }
 
     private struct Event {
         let sequence: UInt64
@@ -45,6 +47,10 @@ final class LiveChannel: Sendable {
         var lastWaiterID: UInt64 = 0
         var subscribers = 0
         var closed = false
+        var lastSubscriberID: UInt64 = 0
+        /// Subscribers ended from outside, and the wait each is in, if any.
+        var endedSubscribers = Set<UInt64>()
+        var waitOfSubscriber: [UInt64: UInt64] = [:]
     }
 
     let limits: Limits
@@ -74,12 +80,14 @@ final class LiveChannel: Sendable {
     }
 
     /// What follows `cursor`, waiting for it when there is nothing yet. `maxLag` nil allows any replay from the window.
-    func next(after cursor: UInt64, maxLag: Int? = nil) async -> Next {
+    /// `subscriber`: the number `subscribed` gave, so that `end(subscriber:)` can stop it.
+    func next(after cursor: UInt64, maxLag: Int? = nil, subscriber: UInt64? = nil) async -> Next {
         while true {
             // Either what is ready, or a number for the wait: one trip through the lock.
             let ready: Next?
             let id: UInt64
             (ready, id) = state.withLockedValue { state in
+                if let subscriber, state.endedSubscribers.contains(subscriber) { return (.ended, 0) }
                 if let ready = Self.collect(after: cursor, maxLag: maxLag, state) { return (ready, 0) }
                 state.lastWaiterID += 1
                 return (nil, state.lastWaiterID)
@@ -92,6 +100,10 @@ final class LiveChannel: Sendable {
                     let wakeNow: Wakeup? = state.withLockedValue { state in
                         if Task.isCancelled { return .cancelled }
                         guard !state.closed, state.latest <= cursor else { return .data }
+                        if let subscriber {
+                            if state.endedSubscribers.contains(subscriber) { return .ended }
+                            state.waitOfSubscriber[subscriber] = id
+                        }
                         state.waiters[id] = waiter
                         return nil
                     }
@@ -100,11 +112,13 @@ final class LiveChannel: Sendable {
             } onCancel: {
                 state.withLockedValue { $0.waiters.removeValue(forKey: id) }?.resume(returning: .cancelled)
             }
+            if let subscriber { state.withLockedValue { _ = $0.waitOfSubscriber.removeValue(forKey: subscriber) } }
             switch wakeup {
             case .data: continue
             case .heartbeat: return .heartbeat
             case .closed: return .closed
             case .cancelled: return .cancelled
+            case .ended: return .ended
             }
         }
     }
@@ -127,11 +141,30 @@ final class LiveChannel: Sendable {
         for waiter in waiters { waiter.resume(returning: .closed) }
     }
 
-    /// Counts a subscriber in for the length of `body`.
-    func subscribed<Value>(_ body: () async throws -> Value) async rethrows -> Value {
-        state.withLockedValue { $0.subscribers += 1 }
-        defer { state.withLockedValue { $0.subscribers -= 1 } }
-        return try await body()
+    /// Ends one subscriber: its wait, now or next, answers `.ended`.
+    func end(subscriber: UInt64) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Wakeup, Never>? in
+            state.endedSubscribers.insert(subscriber)
+            return state.waitOfSubscriber.removeValue(forKey: subscriber).flatMap { state.waiters.removeValue(forKey: $0) }
+        }
+        waiter?.resume(returning: .ended)
+    }
+
+    /// Counts a subscriber in for the length of `body`, which gets the subscriber's number.
+    func subscribed<Value>(_ body: (_ subscriber: UInt64) async throws -> Value) async rethrows -> Value {
+        let subscriber = state.withLockedValue { state in
+            state.subscribers += 1
+            state.lastSubscriberID += 1
+            return state.lastSubscriberID
+        }
+        defer {
+            state.withLockedValue { state in
+                state.subscribers -= 1
+                state.endedSubscribers.remove(subscriber)
+                state.waitOfSubscriber.removeValue(forKey: subscriber)
+            }
+        }
+        return try await body(subscriber)
     }
 
     private static func takeWaiters(_ state: inout State) -> [CheckedContinuation<Wakeup, Never>] {

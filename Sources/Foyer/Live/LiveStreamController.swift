@@ -6,6 +6,8 @@ import Hummingbird
 struct LiveStreamController {
     let streams: LiveStreams
     let metrics: FoyerMetrics
+    /// A stream opened with a session ends with it.
+    let holds: SessionHolds
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/streams/{name}", use: subscribe)
@@ -20,7 +22,8 @@ struct LiveStreamController {
         // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
         // last event it applied in the query.
         let lastEventID = request.headers[.lastEventID] ?? request.uri.queryParameters["last_event_id"].map(String.init)
-        let (streams, open) = (streams, metrics.openEventStreams)
+        let (streams, open, holds) = (streams, metrics.openEventStreams, holds)
+        let session = context.identity?.session
         return Response(
             status: .ok,
             headers: [
@@ -31,7 +34,9 @@ struct LiveStreamController {
             body: ResponseBody { writer in
                 open.increment()
                 defer { open.decrement() }
-                try await streams.serve(stream, lastEventID: lastEventID, to: &writer)
+                try await streams.serve(
+                    stream, lastEventID: lastEventID, heldBy: session.map { session in { end in holds.hold(session, end: end) } }, to: &writer
+                )
             }
         )
     }

@@ -57,11 +57,17 @@ final class LiveStreams: Sendable {
     func heartbeat() { for channel in channels.values { channel.heartbeat() } }
     func closeAll() { for channel in channels.values { channel.close() } }
 
-    /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, or the
-    /// server shuts down. `lastEventID` resumes a reconnect: the missed events from the window, or a reload.
-    func serve(_ stream: Stream, lastEventID: String?, to writer: inout any ResponseBodyWriter) async throws {
+    /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, the
+    /// server shuts down, or the session that opened it ends. `lastEventID` resumes a reconnect: the missed events
+    /// from the window, or a reload. `heldBy`: takes the stream's ending and gives back what releases the hold.
+    func serve(
+        _ stream: Stream, lastEventID: String?, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
+        to writer: inout any ResponseBodyWriter
+    ) async throws {
         let channel = channel(stream)
-        try await channel.subscribed {
+        try await channel.subscribed { subscriber in
+            let release = hold?({ channel.end(subscriber: subscriber) })
+            defer { release?() }
             var cursor = channel.latest
             var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
             if let lastEventID {
@@ -75,7 +81,7 @@ final class LiveStreams: Sendable {
             var replaying = true
             try await withGracefulShutdownHandler {
                 while true {
-                    switch await channel.next(after: cursor, maxLag: replaying ? nil : channel.limits.subscriberBuffer) {
+                    switch await channel.next(after: cursor, maxLag: replaying ? nil : channel.limits.subscriberBuffer, subscriber: subscriber) {
                     case .event(let payload, let sequence):
                         cursor = sequence
                         try await writer.write(payload)
@@ -90,6 +96,10 @@ final class LiveStreams: Sendable {
                         try await writer.write(reloadEvent(stream, at: latest))
                     case .heartbeat:
                         try await writer.write(Self.heartbeatComment)
+                    case .ended:
+                        // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
+                        try await writer.write(Self.signedOutEvent)
+                        return
                     case .lagging, .closed, .cancelled:
                         return
                     }
@@ -103,6 +113,8 @@ final class LiveStreams: Sendable {
     }
 
     private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")
+    /// The last event of a stream whose session ended: `Public/live.js` visits its data.
+    static let signedOutEvent = ByteBuffer(string: "event: signed-out\ndata: /sign_in\n\n")
 
     private func eventID(_ sequence: UInt64) -> String { "\(bootID)-\(sequence)" }
 

@@ -44,6 +44,9 @@ public final class FoyerMetrics: Sendable {
     let openWebSockets: Gauge
     let activeSubscriptions: Gauge
     let openEventStreams: Gauge
+    let openConnections: Gauge
+    let refusedConnections: Counter
+    private let edgeRefusals: [String: Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -76,7 +79,18 @@ public final class FoyerMetrics: Sendable {
         openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
         openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
+        openConnections = registry.makeGauge(descriptor: name("http_connections_open", "", "Open client connections"))
+        refusedConnections = registry.makeCounter(descriptor: name(
+            "http_connections_refused", "total", "Client connections closed at once because the connection cap was reached"
+        ))
+        let edgeRefusal = name("http_edge_refusals", "total", "Requests the edge answered itself and closed: 408, 414, 431")
+        edgeRefusals = Dictionary(uniqueKeysWithValues: ["timeout", "uri_too_long", "head_too_large", "too_many_headers"].map {
+            ($0, registry.makeCounter(descriptor: edgeRefusal, labels: [("reason", $0)]))
+        })
     }
+
+    /// A request the edge refused itself (`reason` is one of the labels made at start).
+    func edgeRefusal(_ reason: String) { edgeRefusals[reason]?.increment() }
 
     /// One answered HTTP request. `route` is the route's pattern, never the raw path, so the series stay few.
     func recordRequest(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, duration: Duration) {

@@ -98,7 +98,7 @@ struct PostsAPIController {
     /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.
     static func changes(from request: Request) async throws -> PostChanges {
         var request = request
-        let buffer = try await request.collectBody(upTo: Request.maximumBodySize)
+        let buffer = try await request.collectBody(limitedTo: Request.maximumBodySize)
         if request.isFormEncoded {
             return try await PostsController.formChanges(request)
         }

@@ -132,7 +132,7 @@ struct DevicesAPIController {
     /// snake_case), or Jumpstart's `{token, platform}`; flat, or under `device` / `notification_token`.
     static func registration(from request: Request, platforms: Set<PushSettings.Platform>) async throws -> DeviceRegistration {
         var request = request
-        let buffer = try await request.collectBody(upTo: 64 << 10)
+        let buffer = try await request.collectBody(limitedTo: 64 << 10)
         let object: [String: Any]
         do {
             guard let parsed = try JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any] else {

@@ -80,7 +80,9 @@ struct TasksFeature {
         ).addRoutes(to: router)
     }
 
-    func addWebSocketRoutes(to router: Router<BasicWebSocketRequestContext>, authenticator: Authenticator) {
-        GraphQLWebSocketController(executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics).addRoutes(to: router)
+    func addWebSocketRoutes(to router: Router<BasicWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
+        GraphQLWebSocketController(
+            executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds
+        ).addRoutes(to: router)
     }
 }

@@ -1,0 +1,377 @@
+import NIOCore
+
+/// The first handler of every client connection, reading its bytes before the HTTP decoder does: it follows
+/// each request's framing (head, then a body by `Content-Length` or chunks) just closely enough to enforce the
+/// edge's limits and timeouts, and steps aside for good once a connection asks to upgrade (websockets).
+/// What it refuses it answers itself, with a status written at once and the connection closed.
+final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    /// Never read: outbound writes only tell it a response has started.
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum Stage {
+        /// Between requests: Hummingbird's idle timeout governs.
+        case awaitingHead
+        case head(HeadScan)
+        case body(BodyFraming)
+        /// Upgraded (or asked to be): bytes pass untouched.
+        case through
+        /// Answered and closing: nothing more is read.
+        case refused
+    }
+
+    private enum BodyFraming {
+        case length(remaining: Int)
+        case chunkSize(size: Int, inExtension: Bool)
+        case chunkData(remaining: Int)
+        /// The line break after a chunk's data.
+        case chunkEnd
+        case trailers(lineLength: Int)
+    }
+
+    /// What of a request head has arrived.
+    private struct HeadScan {
+        var bytes = 0
+        var lineLength = 0
+        var headerCount = 0
+        var inRequestLine = true
+        /// The start of the current line, enough to read the few fields that matter here.
+        var line: [UInt8] = []
+        var contentLength = 0
+        var chunked = false
+        var upgrade = false
+        var wantsJSON = false
+        var acceptsHTML = false
+    }
+
+    private let edge: Edge
+    private var stage: Stage
+    /// When the current deadline started: the head's first byte, or the body's last read.
+    private var since: NIODeadline
+    private var respondedSinceHead = false
+    private var unwritableSince: NIODeadline?
+    private var timer: Scheduled<Void>?
+    private var counted = false
+
+    init(edge: Edge) {
+        self.edge = edge
+        stage = .head(HeadScan())
+        since = .now()
+    }
+
+    // MARK: Connections
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { opened(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        opened(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        if counted {
+            counted = false
+            edge.connections.closed()
+        }
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+    }
+
+    private func opened(_ context: ChannelHandlerContext) {
+        guard !counted else { return }
+        counted = true
+        guard edge.connections.open() else {
+            // Over the cap: closed at once, not left waiting for a slot.
+            stage = .refused
+            context.close(promise: nil)
+            return
+        }
+        since = .now()
+        armTimer(context)
+    }
+
+    // MARK: Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch stage {
+        case .through:
+            context.fireChannelRead(data)
+            return
+        case .refused:
+            return
+        default:
+            break
+        }
+        let buffer = unwrapInboundIn(data)
+        if let refusal = follow(buffer) {
+            refuse(refusal, context: context)
+            return
+        }
+        context.fireChannelRead(data)
+        armTimer(context)
+    }
+
+    /// Moves through the buffer's bytes; the refusal, if they break a limit.
+    private func follow(_ buffer: ByteBuffer) -> EdgeRefusal? {
+        buffer.withUnsafeReadableBytes { bytes -> EdgeRefusal? in
+            var index = 0
+            while index < bytes.count {
+                switch stage {
+                case .awaitingHead:
+                    stage = .head(HeadScan())
+                    since = .now()
+                    respondedSinceHead = false
+                case .head(var scan):
+                    var ended = false
+                    while index < bytes.count, !ended {
+                        let byte = bytes[index]
+                        index += 1
+                        scan.bytes += 1
+                        if scan.bytes > EdgeSettings.maximumHeadBytes { return .headTooLarge(json: scan.wantsJSON) }
+                        if byte == UInt8(ascii: "\n") {
+                            switch endLine(&scan) {
+                            case .more: break
+                            case .ended: ended = true
+                            case .refused(let refusal): return refusal
+                            }
+                            continue
+                        }
+                        scan.lineLength += 1
+                        if scan.inRequestLine, scan.lineLength > EdgeSettings.maximumRequestLineBytes {
+                            return .uriTooLong(json: Self.requestLineWantsJSON(scan.line))
+                        }
+                        if scan.line.count < 512 { scan.line.append(byte) }
+                    }
+                    if ended { headEnded(scan) } else { stage = .head(scan) }
+                case .body(let framing):
+                    since = .now()
+                    index = consumeBody(framing, bytes, from: index)
+                case .through, .refused:
+                    return nil
+                }
+            }
+            return nil
+        }
+    }
+
+    private enum LineOutcome {
+        case more, ended
+        case refused(EdgeRefusal)
+    }
+
+    /// A line of the head ended (its `\n` read).
+    private func endLine(_ scan: inout HeadScan) -> LineOutcome {
+        var line = scan.line[...]
+        if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+        let empty = line.isEmpty && scan.lineLength <= 1
+        defer {
+            scan.line.removeAll(keepingCapacity: true)
+            scan.lineLength = 0
+        }
+        if scan.inRequestLine {
+            // Empty lines before a request line are allowed (RFC 9112 §2.2).
+            if empty { return .more }
+            scan.inRequestLine = false
+            scan.wantsJSON = Self.requestLineWantsJSON(line)
+            return .more
+        }
+        if empty { return .ended }
+        scan.headerCount += 1
+        if scan.headerCount > EdgeSettings.maximumHeaderCount { return .refused(.tooManyHeaders(json: scan.wantsJSON)) }
+        read(field: line, into: &scan)
+        return .more
+    }
+
+    private func headEnded(_ scan: HeadScan) {
+        if scan.upgrade {
+            stage = .through
+        } else if scan.chunked {
+            stage = .body(.chunkSize(size: 0, inExtension: false))
+        } else if scan.contentLength > 0 {
+            stage = .body(.length(remaining: scan.contentLength))
+        } else {
+            stage = .awaitingHead
+        }
+        since = .now()
+    }
+
+    private func read(field line: ArraySlice<UInt8>, into scan: inout HeadScan) {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace().lowercased()
+        switch name {
+        case "content-length": scan.contentLength = Int(value) ?? 0
+        case "transfer-encoding": scan.chunked = value.contains("chunked")
+        case "upgrade": scan.upgrade = !value.isEmpty
+        case "accept":
+            scan.acceptsHTML = value.contains("text/html")
+            if value.contains("application/json"), !scan.acceptsHTML { scan.wantsJSON = true }
+        default: break
+        }
+    }
+
+    /// As `Request.wantsJSON` reads a path: the API, `.json` routes and `/graphql` answer in JSON.
+    private static func requestLineWantsJSON(_ line: some Collection<UInt8>) -> Bool {
+        let text = String(decoding: line.prefix(512), as: UTF8.self)
+        let parts = text.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2 else { return false }
+        let path = parts[1].split(separator: "?", maxSplits: 1).first ?? ""
+        return path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql"
+    }
+
+    /// Skips a body's bytes, following its framing; where it ends the next request's head begins.
+    private func consumeBody(_ framing: BodyFraming, _ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var index = start
+        var framing = framing
+        while index < bytes.count {
+            switch framing {
+            case .length(let remaining):
+                let taken = min(remaining, bytes.count - index)
+                index += taken
+                if remaining - taken == 0 {
+                    stage = .awaitingHead
+                    return index
+                }
+                framing = .length(remaining: remaining - taken)
+            case .chunkSize(let size, let inExtension):
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\n") {
+                    framing = size == 0 ? .trailers(lineLength: 0) : .chunkData(remaining: size)
+                } else if inExtension || byte == UInt8(ascii: "\r") {
+                    continue
+                } else if byte == UInt8(ascii: ";") {
+                    framing = .chunkSize(size: size, inExtension: true)
+                } else if let digit = Self.hexValue(byte) {
+                    // Sizes past a few GiB are the decoder's to refuse; this only needs to keep counting.
+                    framing = .chunkSize(size: size < (1 << 40) ? size * 16 + digit : size, inExtension: false)
+                }
+            case .chunkData(let remaining):
+                let taken = min(remaining, bytes.count - index)
+                index += taken
+                framing = remaining - taken == 0 ? .chunkEnd : .chunkData(remaining: remaining - taken)
+            case .chunkEnd:
+                if bytes[index] == UInt8(ascii: "\n") { framing = .chunkSize(size: 0, inExtension: false) }
+                index += 1
+            case .trailers(let lineLength):
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\n") {
+                    if lineLength == 0 {
+                        stage = .awaitingHead
+                        return index
+                    }
+                    framing = .trailers(lineLength: 0)
+                } else if byte != UInt8(ascii: "\r") {
+                    framing = .trailers(lineLength: lineLength + 1)
+                }
+            }
+        }
+        stage = .body(framing)
+        return index
+    }
+
+    private static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    // MARK: Writing
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        respondedSinceHead = true
+        context.write(data, promise: promise)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        unwritableSince = context.channel.isWritable ? nil : .now()
+        armTimer(context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Deadlines
+
+    /// The moment something must have happened by, if anything must.
+    private var deadline: NIODeadline? {
+        var deadlines: [NIODeadline] = []
+        switch stage {
+        case .head, .body: deadlines.append(since + edge.headerTimeout)
+        case .awaitingHead, .through, .refused: break
+        }
+        if let unwritableSince, !isThrough { deadlines.append(unwritableSince + edge.headerTimeout) }
+        return deadlines.min()
+    }
+
+    private var isThrough: Bool {
+        if case .through = stage { return true }
+        return false
+    }
+
+    /// One timer per connection, moved only when it would fire too early: most reads change nothing.
+    private func armTimer(_ context: ChannelHandlerContext) {
+        guard timer == nil, let deadline else { return }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            expire(context)
+        }
+    }
+
+    private func expire(_ context: ChannelHandlerContext) {
+        let now = NIODeadline.now()
+        if let unwritableSince, !isThrough, now >= unwritableSince + edge.headerTimeout {
+            // The client stopped reading what it asked for.
+            stage = .refused
+            context.close(promise: nil)
+            return
+        }
+        switch stage {
+        case .head(let scan) where now >= since + edge.headerTimeout:
+            // Silent since it connected, or a head still unfinished: nothing to answer or a 408.
+            if scan.bytes == 0 && !respondedSinceHead && scan.inRequestLine {
+                stage = .refused
+                context.close(promise: nil)
+            } else {
+                refuse(.requestTimeout(json: scan.wantsJSON), context: context)
+            }
+        case .body where now >= since + edge.headerTimeout:
+            if respondedSinceHead {
+                stage = .refused
+                context.close(promise: nil)
+            } else {
+                refuse(.requestTimeout(json: false), context: context)
+            }
+        default:
+            armTimer(context)
+        }
+    }
+
+    private func refuse(_ refusal: EdgeRefusal, context: ChannelHandlerContext) {
+        stage = .refused
+        timer?.cancel()
+        timer = nil
+        edge.refused(refusal)
+        context.writeAndFlush(wrapOutboundOut(edge.answer(refusal))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingWhitespace() -> Substring {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return self[first...last]
+    }
+}
