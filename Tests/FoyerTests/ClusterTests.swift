@@ -71,15 +71,20 @@ import Testing
         #expect(!leader.isLeader)
     }
 
-    @Test func aSessionRevokedOnOneInstanceLeavesTheOthersCache() async throws {
+    @Test func aSessionRevokedOnOneInstanceLeavesTheOthersCacheAndEndsWhatItHoldsOpenThere() async throws {
         let (a, b) = try await Instance.pair()
         defer { Instance.stop(a, b) }
         let user = try #require(try await a.sessions.users.storage.find(email: TestUser.ada.email))
         let (session, token) = try await a.sessions.sessions.create(for: user, userAgent: "test", ipAddress: nil)
         #expect(try await b.sessions.sessions.find(token: token) != nil)
         #expect(b.sessions.sessions.cache.lookup(token: token, now: Date()) != nil, "B now holds it in its cache")
+        // What the session holds open on B (an event stream, a websocket) ends with it.
+        let ended = Heard()
+        let release = b.sessions.holds.hold(session) { ended.append("ended") }
+        defer { release() }
         #expect(try await a.sessions.sessions.revoke(id: session.id, userId: user.id!))
         try await eventually(within: .seconds(1)) { b.sessions.sessions.cache.lookup(token: token, now: Date()) == nil }
+        try await eventually(within: .seconds(1)) { ended.items == ["ended"] }
         #expect(try await b.sessions.sessions.find(token: token) == nil)
     }
 

@@ -86,16 +86,21 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func opened(_ context: ChannelHandlerContext) {
-        guard !counted else { return }
-        counted = true
+        guard !counted, !isRefused else { return }
         guard edge.connections.open() else {
             // Over the cap: closed at once, not left waiting for a slot.
             stage = .refused
             context.close(promise: nil)
             return
         }
+        counted = true
         since = .now()
         armTimer(context)
+    }
+
+    private var isRefused: Bool {
+        if case .refused = stage { return true }
+        return false
     }
 
     // MARK: Reading

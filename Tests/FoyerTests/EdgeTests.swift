@@ -1,0 +1,239 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import HummingbirdWSTesting
+import HummingbirdWebSocket
+import NIOCore
+import NIOPosix
+import NIOWebSocket
+import Testing
+
+@testable import Foyer
+
+/// The edge over real sockets: what a client that sends too much, too slowly or too often meets.
+@Suite struct EdgeTests {
+    static func harness(_ configure: @escaping (inout FoyerConfig) -> Void = { _ in }) async throws -> TestHarness {
+        try await TestHarness { config in
+            config.edge.headerTimeout = .milliseconds(400)
+            config.edge.idleTimeout = .milliseconds(600)
+            configure(&config)
+        }
+    }
+
+    @Test func anOversizedHeaderIs431AtOnceInJSONForTheAPIAndTheConnectionCloses() async throws {
+        try await Self.harness().test(.live) { client in
+            let answer = try await RawConnection.exchange(
+                port: client.port!, "GET /api/v1/posts HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n"
+            )
+            #expect(answer.status == 431 && answer.closed && answer.seconds < 1)
+            #expect(answer.header("content-type") == "application/json; charset=utf-8" && answer.body.contains(#""error""#))
+        }
+    }
+
+    @Test func aLongURLIs414AndOverAHundredHeadersIs431AsPagesForBrowsers() async throws {
+        try await Self.harness().test(.live) { client in
+            let url = try await RawConnection.exchange(port: client.port!, "GET /\(String(repeating: "p", count: 9_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(url.status == 414 && url.closed)
+            #expect(url.header("content-type") == "text/html; charset=utf-8" && url.body.contains("turbo"))
+            let fields = (0..<101).map { "X-Field-\($0): v\r\n" }.joined()
+            let many = try await RawConnection.exchange(port: client.port!, "GET /posts HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\n\(fields)\r\n")
+            #expect(many.status == 431 && many.closed && many.body.contains("more than 100 header fields"))
+            // A hundred is still fine.
+            let hundred = (0..<98).map { "X-Field-\($0): v\r\n" }.joined()
+            let fine = try await RawConnection.exchange(port: client.port!, "GET /up HTTP/1.1\r\nHost: x\r\n\(hundred)Connection: close\r\n\r\n")
+            #expect(fine.status == 200)
+        }
+    }
+
+    @Test func aHalfSentHeadIs408AfterTheHeaderTimeoutAndASilentConnectionIsClosed() async throws {
+        try await Self.harness().test(.live) { client in
+            let half = try await RawConnection.exchange(port: client.port!, "GET /up HTTP/1.1\r\nHost: ")
+            #expect(half.status == 408 && half.closed)
+            #expect(half.seconds >= 0.3 && half.seconds < 2)
+            let silent = try await RawConnection.exchange(port: client.port!, "")
+            #expect(silent.raw.isEmpty && silent.closed && silent.seconds >= 0.3 && silent.seconds < 2)
+        }
+    }
+
+    @Test func anIdleKeptAliveConnectionIsClosedAndAStalledBodyIs408() async throws {
+        try await Self.harness().test(.live) { client in
+            let idle = try await RawConnection.exchange(port: client.port!, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(idle.status == 200 && idle.closed && idle.seconds >= 0.5 && idle.seconds < 3)
+            let stalled = try await RawConnection.exchange(
+                port: client.port!,
+                "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"email\""
+            )
+            #expect(stalled.status == 408 && stalled.closed)
+        }
+    }
+
+    @Test func aDeclaredBodyOverTheRoutesLimitIs413BeforeItIsSent() async throws {
+        try await Self.harness().test(.live) { client in
+            let answer = try await RawConnection.exchange(
+                port: client.port!,
+                "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n", until: "\r\n\r\n"
+            )
+            #expect(answer.status == 413 && answer.seconds < 1)
+        }
+    }
+
+    @Test func requestsWithBodiesFollowEachOtherOnOneConnection() async throws {
+        try await Self.harness().test(.live) { client in
+            let pipelined = "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+                + "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1;ext=1\r\n{\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n"
+                + "GET /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            let answer = try await RawConnection.exchange(port: client.port!, pipelined)
+            #expect(answer.raw.components(separatedBy: "HTTP/1.1 422").count == 3, "both bodies read as bodies")
+            #expect(answer.raw.contains("HTTP/1.1 200 OK"), "and the request after them answered")
+        }
+    }
+
+    @Test func connectionsOverTheCapAreClosedAtOnceWhileOpenOnesStillAnswer() async throws {
+        try await Self.harness { $0.edge.maximumConnections = 3; $0.edge.headerTimeout = .seconds(5); $0.edge.idleTimeout = .seconds(5) }.test(.live) { client in
+            let port = client.port!
+            // The test client may hold a connection of its own: open more until one is refused.
+            var held: [RawConnection] = []
+            var refused: RawConnection.Answer?
+            while refused == nil, held.count < 4 {
+                let answer = try await RawConnection.exchange(port: port, "GET /up HTTP/1.1\r\nHost: x\r\n\r\n", until: "\r\n\r\nOK", keepOpen: true)
+                if answer.status == 200, let connection = answer.connection { held.append(connection) } else { refused = answer }
+            }
+            let closedAtOnce = try #require(refused, "a connection over the cap of 3 is refused")
+            #expect(closedAtOnce.raw.isEmpty && closedAtOnce.closed && closedAtOnce.seconds < 1)
+            #expect(!held.isEmpty && held.count <= 3)
+            let health = try await held[0].send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", until: "\r\n\r\n")
+            #expect(health.hasPrefix("HTTP/1.1 200"), "an open connection still answers")
+            for connection in held { try await connection.close() }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await RawConnection.exchange(port: port, "GET /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status == 200)
+        }
+    }
+
+    @Test func aRevokedSessionsEventStreamGetsALastSignedOutEventAndEnds() async throws {
+        try await Self.harness { $0.edge.headerTimeout = .seconds(5); $0.edge.idleTimeout = .seconds(5) }.test(.live) { client in
+            let (token, session) = try await signIn(client)
+            let path = try await client.execute(uri: "/tasks", method: .get, headers: cookieHeader(token)) { response in
+                try #require(response.text.firstMatch(of: /src="(\/streams\/[^"]+)"/)).1
+            }
+            let stream = try await RawConnection.open(port: client.port!)
+            let opening = try await stream.send("GET \(path) HTTP/1.1\r\nHost: x\r\nCookie: foyer_session=\(token)\r\n\r\n", until: ": tasks\n\n")
+            #expect(opening.contains("text/event-stream"))
+            try await client.execute(uri: "/api/v1/sessions/\(session["id"] as! String)", method: .delete, headers: bearer(token)) { response in
+                #expect(response.status == .noContent || response.status == .ok)
+            }
+            let rest = try await stream.readToEnd(within: .seconds(2))
+            #expect(rest.text.contains("event: signed-out\ndata: /sign_in"))
+            #expect(rest.closed || rest.text.hasSuffix("0\r\n\r\n"), "the stream ended")
+        }
+    }
+
+    @Test func aRevokedSessionsWebSocketClosesWith4401() async throws {
+        let harness = try await Self.harness { $0.edge.headerTimeout = .seconds(5); $0.edge.idleTimeout = .seconds(5) }
+        try await harness.test(.live) { client in
+            let (token, session) = try await signIn(client)
+            let sessionID = session["id"] as! String
+            let revoking = Task {
+                try await Task.sleep(for: .milliseconds(500))
+                try await client.execute(uri: "/api/v1/sessions/\(sessionID)", method: .delete, headers: bearer(token)) { _ in }
+            }
+            let (received, close) = try await GraphQLWebSocketTests.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [GraphQLWebSocketTests.initMessage(token), #"{"type":"subscribe","id":"1","payload":{"query":"subscription { taskAdded { id } }"}}"#],
+                until: { _ in false }
+            )
+            try await revoking.value
+            #expect(received.first?["type"] as? String == "connection_ack")
+            #expect(close?.closeCode == .unknown(4401))
+        }
+    }
+}
+
+/// A client connection that writes raw bytes and reads what comes back, for what a real HTTP client would not send.
+final class RawConnection: @unchecked Sendable {
+    struct Answer {
+        let raw: String
+        let closed: Bool
+        let seconds: Double
+        /// Still open, when asked to be kept.
+        var connection: RawConnection? = nil
+        var status: Int { Int(raw.dropFirst(9).prefix(3)) ?? 0 }
+        var body: String { raw.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n") }
+        var text: String { raw }
+        func header(_ name: String) -> String? {
+            let head = raw.components(separatedBy: "\r\n\r\n").first ?? ""
+            return head.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name + ":") }
+                .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+        }
+    }
+
+    private let channel: any Channel
+    private var iterator: AsyncStream<ByteBuffer>.AsyncIterator
+
+    private init(channel: any Channel, received: AsyncStream<ByteBuffer>) {
+        self.channel = channel
+        iterator = received.makeAsyncIterator()
+    }
+
+    /// Hands what arrives to a stream, which ends when the connection does.
+    private final class Collector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let received: AsyncStream<ByteBuffer>.Continuation
+        init(_ received: AsyncStream<ByteBuffer>.Continuation) { self.received = received }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { received.yield(unwrapInboundIn(data)) }
+        func channelInactive(context: ChannelHandlerContext) { received.finish() }
+    }
+
+    static func open(port: Int) async throws -> RawConnection {
+        let (received, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(continuation)) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        return RawConnection(channel: channel, received: received)
+    }
+
+    /// Sends `text` (if any) and reads until the server closes, or `until` appears, or 5 seconds pass.
+    static func exchange(port: Int, _ text: String, until marker: String? = nil, keepOpen: Bool = false) async throws -> Answer {
+        let connection = try await open(port: port)
+        let start = ContinuousClock.now
+        if !text.isEmpty { try? await connection.channel.writeAndFlush(ByteBuffer(string: text)) }
+        let (raw, closed) = try await connection.read(until: marker, within: .seconds(5))
+        if !keepOpen || closed { try? await connection.close() }
+        let elapsed = ContinuousClock.now - start
+        return Answer(
+            raw: raw, closed: closed, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            connection: keepOpen && !closed ? connection : nil
+        )
+    }
+
+    func send(_ text: String, until marker: String) async throws -> String {
+        try await channel.writeAndFlush(ByteBuffer(string: text))
+        return try await read(until: marker, within: .seconds(5)).text
+    }
+
+    func readToEnd(within limit: Duration) async throws -> (text: String, closed: Bool) {
+        try await read(until: nil, within: limit)
+    }
+
+    func close() async throws { try await channel.close() }
+
+    private func read(until marker: String?, within limit: Duration) async throws -> (text: String, closed: Bool) {
+        var received = ""
+        let deadline = ContinuousClock.now + limit
+        let channel = channel
+        let timer = Task {
+            try await Task.sleep(until: deadline)
+            try await channel.close()
+        }
+        defer { timer.cancel() }
+        var closed = false
+        while true {
+            guard let chunk = await iterator.next() else {
+                closed = ContinuousClock.now < deadline
+                break
+            }
+            received += String(buffer: chunk)
+            if let marker, received.contains(marker) { break }
+        }
+        return (received, closed)
+    }
+}
