@@ -150,6 +150,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--log-format: \"\(formatName)\" is not a log format; use text or json")
         }
         format.bootstrap()
+        EdgeSettings.raiseOpenFileLimit()
         var config = FoyerConfig()
         if let text = sessionIdleTimeout ?? environment["FOYER_SESSION_IDLE_TIMEOUT"] {
             config.sessionLifetime.idleTimeout = try Self.duration(text, option: "--session-idle-timeout")

@@ -44,7 +44,7 @@ public func buildApplication(
             EdgeGuardedChannel(
                 wrapped: HTTP1WebSocketUpgradeChannel(
                     responder: responder, webSocketResponder: webSocketResponder,
-                    configuration: .init(http1: .init(idleTimeout: edge.idleTimeout), ws: .init(maxFrameSize: GraphQLController.maximumBodySize))
+                    configuration: .init(http1: .init(additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout), ws: .init(maxFrameSize: GraphQLController.maximumBodySize))
                 ),
                 edge: edge
             )

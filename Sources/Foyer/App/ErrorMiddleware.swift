@@ -20,6 +20,13 @@ struct ErrorMiddleware: RouterMiddleware {
     }
 
     func response(for error: any Error, request: Request, context: Context) -> Response {
+        var response = answer(to: error, request: request, context: context)
+        // The rest of a body too large to read is not read: the connection closes after the answer.
+        if response.status == .contentTooLarge { response.headers[.connection] = "close" }
+        return response
+    }
+
+    private func answer(to error: any Error, request: Request, context: Context) -> Response {
         // The upstream no longer takes our credentials: to the client that is "sign in again", like no session.
         if error is AuthenticationRequired || (error as? GraphQLUpstreamError)?.isSessionExpired == true {
             let invalidToken = (error as? AuthenticationRequired)?.invalidToken

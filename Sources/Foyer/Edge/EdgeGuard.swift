@@ -1,4 +1,6 @@
+import HTTPTypes
 import NIOCore
+import NIOHTTPTypes
 
 /// The first handler of every client connection, reading its bytes before the HTTP decoder does: it follows
 /// each request's framing (head, then a body by `Content-Length` or chunks) just closely enough to enforce the
@@ -378,5 +380,29 @@ extension String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
         guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
         return self[first...last]
+    }
+}
+
+/// Closes the connection once a response that says `Connection: close` is written: an early answer such as a
+/// `413` leaves the rest of the request's body unread, and Hummingbird would otherwise wait for it to drain.
+final class CloseAfterResponse: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private var closing = false
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let response):
+            closing = response.headerFields[.connection]?.lowercased() == "close"
+            context.write(data, promise: promise)
+        case .end where closing:
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            context.writeAndFlush(data, promise: written)
+            written.futureResult.whenComplete { _ in context.close(promise: nil) }
+        case .body, .end:
+            context.write(data, promise: promise)
+        }
     }
 }

@@ -29,6 +29,20 @@ public struct EdgeSettings: Sendable {
 
     var connectionCap: Int { maximumConnections ?? Self.connectionCapFromFileLimit() }
 
+    /// Raises the soft open-file limit to the hard one, as Go's runtime does at start (nginx has
+    /// `worker_rlimit_nofile`): a shell's default of 1,024 would cap a server at a few hundred clients.
+    public static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(resource, &limit)
+    }
+
     /// The open-file limit less a twentieth of it (at least 256) for everything that is not a client connection.
     static func connectionCapFromFileLimit() -> Int {
         var limit = rlimit()

@@ -25,7 +25,10 @@ struct GraphQLController {
         do {
             body = try await request.collectBody(limitedTo: Self.maximumBodySize)
         } catch {
-            return Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
+            var refusal = Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
+            // The rest of the body is not read: the connection closes after the answer.
+            refusal.headers[.connection] = "close"
+            return refusal
         }
         // Only what the limits need is read; the body goes on as the client wrote it.
         let envelope: Envelope
