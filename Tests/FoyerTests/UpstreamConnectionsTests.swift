@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -50,7 +51,53 @@ private final class Silent: ChannelInboundHandler, Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
+/// A websocket upstream that accepts the upgrade and then says nothing, not even a pong: a dead peer behind a
+/// connection that still looks open.
+private final class AcceptsThenFallsSilent: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var upgraded = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !upgraded else { return }
+        let request = String(buffer: unwrapInboundIn(data))
+        guard let line = request.split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("sec-websocket-key:") }) else { return }
+        let key = line.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)
+        let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
+        upgraded = true
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: """
+            HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\
+            Sec-WebSocket-Protocol: graphql-ws\r\n\r\n
+            """)), promise: nil)
+    }
+}
+
 @Suite struct UpstreamConnectionsTests {
+    @Test func anUpstreamWebSocketThatFallsSilentIsClosedAfterTwoKeepAliveIntervals() async throws {
+        let upstream = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AcceptsThenFallsSilent()) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { upstream.close(promise: nil) }
+        let start = ContinuousClock.now
+        let messages = try await UpstreamWebSocket.connect(
+            url: "ws://127.0.0.1:\(upstream.localAddress!.port!)/graphql", subprotocol: "graphql-ws", maximumMessageSize: 1 << 20,
+            keepAliveInterval: .milliseconds(200)
+        ) { connection in
+            var count = 0
+            do {
+                for try await _ in connection.messages { count += 1 }
+            } catch {
+                // A closed channel may end the reading with an error instead of its end: either way it is over.
+            }
+            return count
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(messages == 0)
+        #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(3), "closed after two silent intervals, not left open")
+    }
+
     /// An HTTP server on loopback whose connections each get a new `handler()`.
     private static func upstream(_ handler: @escaping @Sendable () -> any ChannelHandler) async throws -> any Channel {
         try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

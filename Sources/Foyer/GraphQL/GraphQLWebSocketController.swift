@@ -110,10 +110,8 @@ private struct GraphQLSocketConnection: Sendable {
     /// Legacy clients count a connection dead without `ka` messages now and then.
     static let keepAliveInterval: Duration = .seconds(15)
 
-    enum Outgoing: Sendable {
-        case text(String)
-        case close(WebSocketErrorCode, String)
-    }
+    typealias Outgoing = GraphQLSocketOutbox.Outgoing
+
 
     struct ClientMessage: Decodable {
         let type: String
@@ -141,11 +139,15 @@ private struct GraphQLSocketConnection: Sendable {
     let shared = Shared()
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        let (outgoing, send) = AsyncStream.makeStream(of: Outgoing.self)
+        let (outgoing, send) = GraphQLSocketOutbox.make(metrics: controller.metrics)
         await withDiscardingTaskGroup { group in
             // The writer outlives the reader so that a last word (an error, a close code) still goes out.
             group.addTask {
                 for await item in outgoing {
+                    if send.isOverflowed {
+                        try? await outbound.close(.unknown(1013), reason: "Too far behind: reconnect and subscribe again")
+                        return
+                    }
                     switch item {
                     case .text(let text):
                         try? await outbound.writeTextMessage(text)
@@ -178,7 +180,7 @@ private struct GraphQLSocketConnection: Sendable {
         }
     }
 
-    private func read(_ inbound: WebSocketInboundStream, send: AsyncStream<Outgoing>.Continuation) async {
+    private func read(_ inbound: WebSocketInboundStream, send: GraphQLSocketOutbox) async {
         do {
             for try await message in inbound.messages(maxSize: GraphQLController.maximumBodySize) {
                 guard case .text(let text) = message,
@@ -195,7 +197,7 @@ private struct GraphQLSocketConnection: Sendable {
     }
 
     /// Acts on one client message; true when the connection is over.
-    private func handle(_ message: ClientMessage, text: String, send: AsyncStream<Outgoing>.Continuation) async throws -> Bool {
+    private func handle(_ message: ClientMessage, text: String, send: GraphQLSocketOutbox) async throws -> Bool {
         switch message.type {
         case "connection_init":
             if shared.initialised.withLockedValue({ $0 }) {
@@ -258,7 +260,7 @@ private struct GraphQLSocketConnection: Sendable {
 
     /// The socket's session ended (signed out, revoked, expired): its operations stop, nothing new may start, and
     /// the socket closes with 4401 (the legacy protocol hears `connection_error` first, having no close codes).
-    private static func sessionEnded(_ shared: Shared, dialect: GraphQLWebSocketDialect, send: AsyncStream<Outgoing>.Continuation) {
+    private static func sessionEnded(_ shared: Shared, dialect: GraphQLWebSocketDialect, send: GraphQLSocketOutbox) {
         shared.identity.withLockedValue { $0 = nil }
         let operations = shared.operations.withLockedValue { operations in
             defer { operations.removeAll() }
@@ -273,7 +275,7 @@ private struct GraphQLSocketConnection: Sendable {
 
     /// graphql-transport-ws closes the socket on a protocol error; the legacy protocol answers `error` and goes on.
     /// True when the socket is closing.
-    private func reject(_ code: WebSocketErrorCode, _ reason: String, id: String?, send: AsyncStream<Outgoing>.Continuation) -> Bool {
+    private func reject(_ code: WebSocketErrorCode, _ reason: String, id: String?, send: GraphQLSocketOutbox) -> Bool {
         switch dialect {
         case .transportWS:
             send.yield(.close(code, reason))
@@ -284,7 +286,7 @@ private struct GraphQLSocketConnection: Sendable {
         }
     }
 
-    private func start(_ request: GraphQLRequest, id: String, identity: Identity, send: AsyncStream<Outgoing>.Continuation) {
+    private func start(_ request: GraphQLRequest, id: String, identity: Identity, send: GraphQLSocketOutbox) {
         let analysis = controller.analyses.analysis(of: request.query)
         if let violation = analysis.violation {
             Self.fail(id, errors: Self.errorList(violation, code: "QUERY_TOO_COMPLEX"), dialect: dialect, send: send)
@@ -341,7 +343,7 @@ private struct GraphQLSocketConnection: Sendable {
 
     /// An operation that produced no result. subscriptions-transport-ws reports those as a result holding only
     /// `errors`, then `complete`; graphql-transport-ws as one `error` message with the list, which ends it.
-    private static func fail(_ id: String, errors: ByteBuffer, dialect: GraphQLWebSocketDialect, send: AsyncStream<Outgoing>.Continuation) {
+    private static func fail(_ id: String, errors: ByteBuffer, dialect: GraphQLWebSocketDialect, send: GraphQLSocketOutbox) {
         switch dialect {
         case .transportWS:
             send.yield(.text(envelope("error", id: id, payload: errors)))
@@ -384,4 +386,42 @@ private struct GraphQLSocketConnection: Sendable {
     static func jsonString(_ value: String) -> String {
         String(decoding: (try? JSONEncoder().encode(value)) ?? Data("\"\"".utf8), as: UTF8.self)
     }
+}
+
+/// A socket's queue of outgoing messages. A client that falls more than `limit` messages behind (it stopped
+/// reading, or reads slower than its subscriptions produce) is closed with 1013 rather than held in memory.
+struct GraphQLSocketOutbox: Sendable {
+    static let limit = 256
+
+    enum Outgoing: Sendable {
+        case text(String)
+        case close(WebSocketErrorCode, String)
+    }
+
+    private let continuation: AsyncStream<Outgoing>.Continuation
+    private let metrics: FoyerMetrics
+    private let overflowed = NIOLockedValueBox(false)
+
+    /// The messages, for the socket's writer, and the outbox that queues them.
+    static func make(metrics: FoyerMetrics) -> (AsyncStream<Outgoing>, GraphQLSocketOutbox) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Outgoing.self, bufferingPolicy: .bufferingOldest(limit))
+        return (stream, GraphQLSocketOutbox(continuation: continuation, metrics: metrics))
+    }
+
+    private init(continuation: AsyncStream<Outgoing>.Continuation, metrics: FoyerMetrics) {
+        self.continuation = continuation
+        self.metrics = metrics
+    }
+
+    func yield(_ message: Outgoing) {
+        guard case .dropped = continuation.yield(message) else { return }
+        let first = overflowed.withLockedValue { overflowed in
+            defer { overflowed = true }
+            return !overflowed
+        }
+        if first { metrics.laggingWebSockets.increment() }
+    }
+
+    func finish() { continuation.finish() }
+    var isOverflowed: Bool { overflowed.withLockedValue { $0 } }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -13,6 +14,9 @@ import NIOWebSocket
 /// enforced.
 enum UpstreamWebSocket {
     static let connectTimeout: TimeAmount = .seconds(10)
+    /// Foyer pings the upstream this often; a socket that brings nothing at all (not even a pong) for twice this
+    /// is dead, however open its TCP connection looks, and is closed so that its user connects again.
+    static let keepAliveInterval: Duration = .seconds(15)
 
     struct UpgradeDeclined: Error, CustomStringConvertible {
         let description = "the upstream declined the websocket upgrade"
@@ -30,7 +34,7 @@ enum UpstreamWebSocket {
 
     /// Connects, then runs `body` with the connection until it returns or throws; the socket is closed after.
     static func connect<Result: Sendable>(
-        url: String, subprotocol: String, maximumMessageSize: Int,
+        url: String, subprotocol: String, maximumMessageSize: Int, keepAliveInterval: Duration = keepAliveInterval,
         _ body: (Connection) async throws -> Result
     ) async throws -> Result {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), let host = components.host,
@@ -73,7 +77,30 @@ enum UpstreamWebSocket {
             }
         guard case .websocket(let channel) = try await upgrade.get() else { throw UpgradeDeclined() }
         return try await channel.executeThenClose { inbound, outbound in
-            try await body(Connection(inbound: inbound, outbound: outbound, maximumMessageSize: maximumMessageSize))
+            let heard = LastHeard()
+            let watchdog = Task { await watch(channel.channel, outbound: outbound, heard: heard, interval: keepAliveInterval) }
+            defer { watchdog.cancel() }
+            return try await body(Connection(inbound: inbound, outbound: outbound, maximumMessageSize: maximumMessageSize, heard: heard))
+        }
+    }
+
+    /// When the upstream last sent anything.
+    final class LastHeard: Sendable {
+        private let at = NIOLockedValueBox(ContinuousClock.now)
+        func now() { at.withLockedValue { $0 = .now } }
+        var silence: Duration { .now - at.withLockedValue { $0 } }
+    }
+
+    /// Pings every `interval`, and closes the socket once nothing has come back for twice that.
+    private static func watch(
+        _ channel: any Channel, outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>, heard: LastHeard, interval: Duration
+    ) async {
+        while (try? await Task.sleep(for: interval)) != nil {
+            if heard.silence >= interval * 2 {
+                try? await channel.close()
+                return
+            }
+            try? await outbound.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: ByteBuffer()))
         }
     }
 
@@ -82,6 +109,7 @@ enum UpstreamWebSocket {
         fileprivate let inbound: NIOAsyncChannelInboundStream<WebSocketFrame>
         fileprivate let outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
         fileprivate let maximumMessageSize: Int
+        fileprivate let heard: LastHeard
 
         func send(_ text: String) async throws {
             try await outbound.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: ByteBuffer(string: text)))
@@ -106,6 +134,7 @@ enum UpstreamWebSocket {
             mutating func next() async throws -> String? {
                 var message = ByteBuffer()
                 while let frame = try await frames.next() {
+                    connection.heard.now()
                     switch frame.opcode {
                     case .text, .binary, .continuation:
                         var data = frame.unmaskedData

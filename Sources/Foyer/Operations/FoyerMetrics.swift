@@ -45,6 +45,7 @@ public final class FoyerMetrics: Sendable {
     let activeSubscriptions: Gauge
     let openEventStreams: Gauge
     let openConnections: Gauge
+    let laggingWebSockets: Counter
     let refusedConnections: Counter
     private let edgeRefusals: [String: Counter]
 
@@ -80,6 +81,9 @@ public final class FoyerMetrics: Sendable {
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
         openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
         openConnections = registry.makeGauge(descriptor: name("http_connections_open", "", "Open client connections"))
+        laggingWebSockets = registry.makeCounter(descriptor: name(
+            "websockets_closed_lagging", "total", "GraphQL websockets closed (1013) because their client fell too far behind"
+        ))
         refusedConnections = registry.makeCounter(descriptor: name(
             "http_connections_refused", "total", "Client connections closed at once because the connection cap was reached"
         ))
