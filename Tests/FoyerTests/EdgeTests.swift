@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import HummingbirdWSTesting
 import HummingbirdWebSocket
+import Logging
 import NIOCore
 import NIOPosix
 import NIOWebSocket
@@ -254,4 +255,34 @@ final class RawConnection: @unchecked Sendable {
         let exposition = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
         #expect(exposition.contains("foyer_websockets_closed_lagging_total 1"))
     }
+}
+
+@Suite struct SessionHoldsTests {
+    @Test func whatAnExpiredSessionHoldsEndsAndALiveOnesStays() async throws {
+        let store = try await Store.fresh(.sqlite)
+        let user = try await UserRepository(store: store, passwordHashCost: 4).create(email: "held@example.com", password: "long enough password")
+        let sessions = SessionRepository(store: store, lifetime: SessionLifetime(idleTimeout: 60, lifetime: 3600))
+        let holds = SessionHolds()
+        let (idle, _) = try await sessions.create(for: user, userAgent: "left open", ipAddress: nil)
+        let (used, usedToken) = try await sessions.create(for: user, userAgent: "in use", ipAddress: nil)
+        let ended = EndedLog()
+        let releases = [idle, used].map { session in holds.hold(session) { ended.append(session.userAgent ?? "") } }
+        defer { for release in releases { release() } }
+        let expiry = HeldSessionExpiry(holds: holds, sessions: sessions, logger: Logger(label: "test"))
+
+        await expiry.endExpired(now: Date())
+        #expect(ended.entries.isEmpty, "nothing has expired yet")
+        // 100 s on (idle timeout 60 s): both look idle as first held, but one was used at 50 s (its last_seen_at moved).
+        let start = Date()
+        #expect(try await sessions.find(token: usedToken, now: start.addingTimeInterval(50)) != nil)
+        await expiry.endExpired(now: start.addingTimeInterval(100))
+        #expect(ended.entries == ["left open"])
+    }
+}
+
+private final class EndedLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ended: [String] = []
+    var entries: [String] { lock.withLock { ended } }
+    func append(_ entry: String) { lock.withLock { ended.append(entry) } }
 }

@@ -40,8 +40,6 @@ final class SessionHolds: Sendable {
         for end in ended { end() }
     }
 
-    var heldSessionCount: Int { holders.withLockedValue { $0.count } }
-
     /// The session as stored now, used again since it was first held.
     func renew(_ session: AuthSession) {
         holders.withLockedValue { holders in
@@ -67,19 +65,22 @@ struct HeldSessionExpiry: Service {
     func run() async {
         await cancelWhenGracefulShutdown {
             while (try? await Task.sleep(for: SessionHolds.expiryCheckInterval)) != nil {
-                let now = Date()
-                for held in holds.possiblyExpired(lifetime: sessions.lifetime, now: now) {
-                    do {
-                        // Used elsewhere since (its last_seen_at moved): still live, held on.
-                        if let current = try await sessions.list(userId: held.userId, now: now).first(where: { $0.id == held.id }) {
-                            holds.renew(current)
-                        } else {
-                            holds.end(sessions: [held.id])
-                        }
-                    } catch {
-                        logger.warning("Could not check whether a held session expired: \(error)")
-                    }
+                await endExpired(now: Date())
+            }
+        }
+    }
+
+    func endExpired(now: Date) async {
+        for held in holds.possiblyExpired(lifetime: sessions.lifetime, now: now) {
+            do {
+                // Used elsewhere since (its last_seen_at moved): still live, held on.
+                if let current = try await sessions.list(userId: held.userId, now: now).first(where: { $0.id == held.id }) {
+                    holds.renew(current)
+                } else {
+                    holds.end(sessions: [held.id])
                 }
+            } catch {
+                logger.warning("Could not check whether a held session expired: \(error)")
             }
         }
     }

@@ -112,7 +112,6 @@ private struct GraphQLSocketConnection: Sendable {
 
     typealias Outgoing = GraphQLSocketOutbox.Outgoing
 
-
     struct ClientMessage: Decodable {
         let type: String
         let id: String?

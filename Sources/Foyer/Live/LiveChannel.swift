@@ -48,7 +48,8 @@ final class LiveChannel: Sendable {
         var subscribers = 0
         var closed = false
         var lastSubscriberID: UInt64 = 0
-        /// Subscribers ended from outside, and the wait each is in, if any.
+        /// Subscribers ended from outside, and each subscriber's latest wait (a finished wait's number is left
+        /// behind rather than taken out on every wake-up: wait numbers are never reused, so it finds no waiter).
         var endedSubscribers = Set<UInt64>()
         var waitOfSubscriber: [UInt64: UInt64] = [:]
     }
@@ -112,7 +113,6 @@ final class LiveChannel: Sendable {
             } onCancel: {
                 state.withLockedValue { $0.waiters.removeValue(forKey: id) }?.resume(returning: .cancelled)
             }
-            if let subscriber { state.withLockedValue { _ = $0.waitOfSubscriber.removeValue(forKey: subscriber) } }
             switch wakeup {
             case .data: continue
             case .heartbeat: return .heartbeat
