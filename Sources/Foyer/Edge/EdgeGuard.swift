@@ -39,8 +39,6 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         var lineLength = 0
         var headerCount = 0
         var inRequestLine = true
-        /// The start of the current line, enough to read the few fields that matter here.
-        var line: [UInt8] = []
         var contentLength = 0
         var chunked = false
         var upgrade = false
@@ -50,6 +48,10 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let edge: Edge
     private var stage: Stage
+    /// The start of the head's current line, enough to read the few fields that matter here; one buffer for the
+    /// connection's life, so a request costs no allocation.
+    private var line: [UInt8] = []
+    private static let keptLineBytes = 512
     /// When the current deadline started: the head's first byte, or the body's last read.
     private var since: NIODeadline
     private var respondedSinceHead = false
@@ -61,6 +63,7 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.edge = edge
         stage = .head(HeadScan())
         since = .now()
+        line.reserveCapacity(Self.keptLineBytes)
     }
 
     // MARK: Connections
@@ -153,9 +156,9 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
                         }
                         scan.lineLength += 1
                         if scan.inRequestLine, scan.lineLength > EdgeSettings.maximumRequestLineBytes {
-                            return .uriTooLong(json: Self.requestLineWantsJSON(scan.line))
+                            return .uriTooLong(json: Self.requestLineWantsJSON(line[...]))
                         }
-                        if scan.line.count < 512 { scan.line.append(byte) }
+                        if line.count < Self.keptLineBytes { line.append(byte) }
                     }
                     if ended { headEnded(scan) } else { stage = .head(scan) }
                 case .body(let framing):
@@ -176,11 +179,11 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// A line of the head ended (its `\n` read).
     private func endLine(_ scan: inout HeadScan) -> LineOutcome {
-        var line = scan.line[...]
+        var line = self.line[...]
         if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
         let empty = line.isEmpty && scan.lineLength <= 1
         defer {
-            scan.line.removeAll(keepingCapacity: true)
+            self.line.removeAll(keepingCapacity: true)
             scan.lineLength = 0
         }
         if scan.inRequestLine {
@@ -210,28 +213,58 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         since = .now()
     }
 
+    /// Reads the few fields that matter here; other fields cost a comparison of their name's bytes, no allocation.
     private func read(field line: ArraySlice<UInt8>, into scan: inout HeadScan) {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+        let name = line[..<colon]
+        let field: Field
+        if Self.named(name, "content-length") {
+            field = .contentLength
+        } else if Self.named(name, "transfer-encoding") {
+            field = .transferEncoding
+        } else if Self.named(name, "upgrade") {
+            field = .upgrade
+        } else if Self.named(name, "accept") {
+            field = .accept
+        } else {
+            return
+        }
         let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace().lowercased()
-        switch name {
-        case "content-length": scan.contentLength = Int(value) ?? 0
-        case "transfer-encoding": scan.chunked = value.contains("chunked")
-        case "upgrade": scan.upgrade = !value.isEmpty
-        case "accept":
+        switch field {
+        case .contentLength: scan.contentLength = Int(value) ?? 0
+        case .transferEncoding: scan.chunked = value.contains("chunked")
+        case .upgrade: scan.upgrade = !value.isEmpty
+        case .accept:
             scan.acceptsHTML = value.contains("text/html")
             if value.contains("application/json"), !scan.acceptsHTML { scan.wantsJSON = true }
-        default: break
+        }
+    }
+
+    private enum Field { case contentLength, transferEncoding, upgrade, accept }
+
+    /// A field name equal to `lowercased`, in any letter case.
+    private static func named(_ name: ArraySlice<UInt8>, _ lowercased: StaticString) -> Bool {
+        guard name.count == lowercased.utf8CodeUnitCount else { return false }
+        return lowercased.withUTF8Buffer { expected in
+            zip(name, expected).allSatisfy { byte, wanted in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 == wanted : byte == wanted
+            }
         }
     }
 
     /// As `Request.wantsJSON` reads a path: the API, `.json` routes and `/graphql` answer in JSON.
-    private static func requestLineWantsJSON(_ line: some Collection<UInt8>) -> Bool {
-        let text = String(decoding: line.prefix(512), as: UTF8.self)
-        let parts = text.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2 else { return false }
-        let path = parts[1].split(separator: "?", maxSplits: 1).first ?? ""
-        return path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql"
+    private static func requestLineWantsJSON(_ line: ArraySlice<UInt8>) -> Bool {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return false }
+        let target = line[(space + 1)...]
+        let end = target.firstIndex(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "?") }) ?? target.endIndex
+        let path = target[..<end]
+        func starts(_ prefix: StaticString) -> Bool {
+            prefix.withUTF8Buffer { path.starts(with: $0) }
+        }
+        func ends(_ suffix: StaticString) -> Bool {
+            suffix.withUTF8Buffer { path.count >= $0.count && path.suffix($0.count).elementsEqual($0) }
+        }
+        return starts("/api/") || ends(".json") || (path.count == 8 && starts("/graphql"))
     }
 
     /// Skips a body's bytes, following its framing; where it ends the next request's head begins.
@@ -312,13 +345,16 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The moment something must have happened by, if anything must.
     private var deadline: NIODeadline? {
-        var deadlines: [NIODeadline] = []
+        var deadline: NIODeadline?
         switch stage {
-        case .head, .body: deadlines.append(since + edge.headerTimeout)
+        case .head, .body: deadline = since + edge.headerTimeout
         case .awaitingHead, .through, .refused: break
         }
-        if let unwritableSince, !isThrough { deadlines.append(unwritableSince + edge.headerTimeout) }
-        return deadlines.min()
+        if let unwritableSince, !isThrough {
+            let unread = unwritableSince + edge.headerTimeout
+            deadline = deadline.map { min($0, unread) } ?? unread
+        }
+        return deadline
     }
 
     private var isThrough: Bool {
