@@ -48,9 +48,9 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let edge: Edge
     private var stage: Stage
-    /// The start of the head's current line, enough to read the few fields that matter here; one buffer for the
-    /// connection's life, so a request costs no allocation.
-    private var line: [UInt8] = []
+    /// The start of a head's line that goes on in a later read, enough to read the few fields that matter here;
+    /// one buffer for the connection's life.
+    private var carried: [UInt8] = []
     private static let keptLineBytes = 512
     /// When the current deadline started: the head's first byte, or the body's last read.
     private var since: NIODeadline
@@ -63,7 +63,6 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.edge = edge
         stage = .head(HeadScan())
         since = .now()
-        line.reserveCapacity(Self.keptLineBytes)
     }
 
     // MARK: Connections
@@ -140,25 +139,38 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
                     since = .now()
                     respondedSinceHead = false
                 case .head(var scan):
+                    // Line by line: a line wholly in this buffer is read where it is; only one that goes on in a
+                    // later read is carried (its first 512 bytes, all that is read of any line).
                     var ended = false
                     while index < bytes.count, !ended {
-                        let byte = bytes[index]
-                        index += 1
-                        scan.bytes += 1
-                        if scan.bytes > EdgeSettings.maximumHeadBytes { return .headTooLarge(json: scan.wantsJSON) }
-                        if byte == UInt8(ascii: "\n") {
-                            switch endLine(&scan) {
-                            case .more: break
-                            case .ended: ended = true
-                            case .refused(let refusal): return refusal
-                            }
-                            continue
-                        }
-                        scan.lineLength += 1
+                        let rest = bytes[index...]
+                        let newline = rest.firstIndex(of: UInt8(ascii: "\n"))
+                        let segment = bytes[index..<(newline ?? bytes.count)]
+                        scan.bytes += segment.count + (newline == nil ? 0 : 1)
+                        scan.lineLength += segment.count
                         if scan.inRequestLine, scan.lineLength > EdgeSettings.maximumRequestLineBytes {
-                            return .uriTooLong(json: Self.requestLineWantsJSON(line[...]))
+                            return .uriTooLong(json: carried.isEmpty ? Self.requestLineWantsJSON(segment) : Self.requestLineWantsJSON(carried[...]))
                         }
-                        if line.count < Self.keptLineBytes { line.append(byte) }
+                        if scan.bytes > EdgeSettings.maximumHeadBytes { return .headTooLarge(json: scan.wantsJSON) }
+                        guard let newline else {
+                            carried.append(contentsOf: segment.prefix(Self.keptLineBytes - carried.count))
+                            index = bytes.count
+                            break
+                        }
+                        index = newline + 1
+                        let outcome: LineOutcome
+                        if carried.isEmpty {
+                            outcome = endLine(segment, &scan)
+                        } else {
+                            carried.append(contentsOf: segment.prefix(Self.keptLineBytes - carried.count))
+                            outcome = endLine(carried[...], &scan)
+                            carried.removeAll(keepingCapacity: true)
+                        }
+                        switch outcome {
+                        case .more: break
+                        case .ended: ended = true
+                        case .refused(let refusal): return refusal
+                        }
                     }
                     if ended { headEnded(scan) } else { stage = .head(scan) }
                 case .body(let framing):
@@ -177,15 +189,11 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case refused(EdgeRefusal)
     }
 
-    /// A line of the head ended (its `\n` read).
-    private func endLine(_ scan: inout HeadScan) -> LineOutcome {
-        var line = self.line[...]
-        if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+    /// A line of the head ended (its `\n` read): `line` is its start, without the `\n`.
+    private func endLine<Line: RandomAccessCollection<UInt8>>(_ whole: Line, _ scan: inout HeadScan) -> LineOutcome {
+        let line = whole.last == UInt8(ascii: "\r") ? whole.dropLast() : whole[...]
         let empty = line.isEmpty && scan.lineLength <= 1
-        defer {
-            self.line.removeAll(keepingCapacity: true)
-            scan.lineLength = 0
-        }
+        defer { scan.lineLength = 0 }
         if scan.inRequestLine {
             // Empty lines before a request line are allowed (RFC 9112 §2.2).
             if empty { return .more }
@@ -214,7 +222,7 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Reads the few fields that matter here; other fields cost a comparison of their name's bytes, no allocation.
-    private func read(field line: ArraySlice<UInt8>, into scan: inout HeadScan) {
+    private func read<Line: RandomAccessCollection<UInt8>>(field line: Line, into scan: inout HeadScan) {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = line[..<colon]
         let field: Field
@@ -229,7 +237,7 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             return
         }
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace().lowercased()
+        let value = String(decoding: line[line.index(after: colon)...], as: UTF8.self).trimmingWhitespace().lowercased()
         switch field {
         case .contentLength: scan.contentLength = Int(value) ?? 0
         case .transferEncoding: scan.chunked = value.contains("chunked")
@@ -243,7 +251,7 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private enum Field { case contentLength, transferEncoding, upgrade, accept }
 
     /// A field name equal to `lowercased`, in any letter case.
-    private static func named(_ name: ArraySlice<UInt8>, _ lowercased: StaticString) -> Bool {
+    private static func named<Name: Collection<UInt8>>(_ name: Name, _ lowercased: StaticString) -> Bool {
         guard name.count == lowercased.utf8CodeUnitCount else { return false }
         return lowercased.withUTF8Buffer { expected in
             zip(name, expected).allSatisfy { byte, wanted in
@@ -253,9 +261,9 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// As `Request.wantsJSON` reads a path: the API, `.json` routes and `/graphql` answer in JSON.
-    private static func requestLineWantsJSON(_ line: ArraySlice<UInt8>) -> Bool {
+    private static func requestLineWantsJSON<Line: Collection<UInt8>>(_ line: Line) -> Bool {
         guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return false }
-        let target = line[(space + 1)...]
+        let target = line[line.index(after: space)...]
         let end = target.firstIndex(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "?") }) ?? target.endIndex
         let path = target[..<end]
         func starts(_ prefix: StaticString) -> Bool {
