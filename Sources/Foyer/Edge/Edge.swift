@@ -60,8 +60,6 @@ final class EdgeConnections: Sendable {
         self.metrics = metrics
     }
 
-    var current: Int { count.load(ordering: .relaxed) }
-
     /// Counts a new connection; false (and counted as refused) when that would pass the cap.
     func open() -> Bool {
         let now = count.add(1, ordering: .relaxed).newValue

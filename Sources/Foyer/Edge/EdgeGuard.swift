@@ -43,7 +43,6 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         var chunked = false
         var upgrade = false
         var wantsJSON = false
-        var acceptsHTML = false
     }
 
     private let edge: Edge
@@ -237,14 +236,13 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             return
         }
-        let value = String(decoding: line[line.index(after: colon)...], as: UTF8.self).trimmingWhitespace().lowercased()
+        let value = String(decoding: line[line.index(after: colon)...], as: UTF8.self)[...].trimmingEnds { $0 == " " || $0 == "\t" }.lowercased()
         switch field {
         case .contentLength: scan.contentLength = Int(value) ?? 0
         case .transferEncoding: scan.chunked = value.contains("chunked")
         case .upgrade: scan.upgrade = !value.isEmpty
         case .accept:
-            scan.acceptsHTML = value.contains("text/html")
-            if value.contains("application/json"), !scan.acceptsHTML { scan.wantsJSON = true }
+            if value.contains("application/json"), !value.contains("text/html") { scan.wantsJSON = true }
         }
     }
 
@@ -419,13 +417,6 @@ final class EdgeGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-extension String {
-    fileprivate func trimmingWhitespace() -> Substring {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return self[first...last]
-    }
-}
 
 /// Closes the connection once a response that says `Connection: close` is written: an early answer such as a
 /// `413` leaves the rest of the request's body unread, and Hummingbird would otherwise wait for it to drain.
