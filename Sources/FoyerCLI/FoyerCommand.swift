@@ -95,6 +95,15 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("graphql-ws-url"), help: "Its websocket for subscriptions (env FOYER_GRAPHQL_WS_URL; default: the GraphQL URL with ws:// or wss://)")
     var graphqlWebSocketURL: String?
 
+    @Option(help: "An Apollo persisted query manifest (persisted-query-manifest.json); when set, /graphql runs only its operations, by id or by body (env FOYER_GRAPHQL_TRUSTED_DOCUMENTS)")
+    var graphqlTrustedDocuments: String?
+
+    @Option(help: "Clients may send introspection queries (__schema, __type) to /graphql (env FOYER_GRAPHQL_INTROSPECTION; default true)")
+    var graphqlIntrospection: Bool?
+
+    @Option(help: "Operations one batched /graphql request may hold (env FOYER_GRAPHQL_BATCH_LIMIT; default 10)")
+    var graphqlBatchLimit: Int?
+
     @Option(help: "An AeroGear mobile-services.json naming the upstreams (env FOYER_MOBILE_SERVICES)")
     var mobileServices: String?
 
@@ -184,6 +193,14 @@ struct Serve: AsyncParsableCommand {
         config.graphQLURL = graphqlURL ?? environment["FOYER_GRAPHQL_URL"]
         config.graphQLWebSocketURL = graphqlWebSocketURL ?? environment["FOYER_GRAPHQL_WS_URL"]
         config.graphQLUpstreamToken = environment["FOYER_GRAPHQL_TOKEN"]
+        config.graphQLTrustedDocumentsFile = graphqlTrustedDocuments ?? environment["FOYER_GRAPHQL_TRUSTED_DOCUMENTS"]
+        if let introspection = graphqlIntrospection ?? environment["FOYER_GRAPHQL_INTROSPECTION"].flatMap({ Bool($0.lowercased()) }) {
+            config.graphQLIntrospection = introspection
+        }
+        if let limit = graphqlBatchLimit ?? environment["FOYER_GRAPHQL_BATCH_LIMIT"].flatMap({ Int($0) }) {
+            guard limit > 0 else { throw ValidationError("--graphql-batch-limit: give a positive number of operations") }
+            config.graphQLBatchLimit = limit
+        }
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]
         config.keycloakRealm = keycloakRealm ?? environment["FOYER_KEYCLOAK_REALM"]

@@ -39,6 +39,13 @@ public struct FoyerConfig: Sendable {
     /// A token attached as `Authorization: Bearer` to every upstream GraphQL call (until Keycloak relays per-user tokens).
     public var graphQLUpstreamToken: String?
 
+    /// An Apollo persisted query manifest: when set, `/graphql` runs only its operations (`--graphql-trusted-documents`).
+    public var graphQLTrustedDocumentsFile: String?
+    /// Clients may query `__schema` and `__type` (`--graphql-introspection=false`: not; the task pages need neither).
+    public var graphQLIntrospection = true
+    /// Operations one batched `/graphql` request may hold (`--graphql-batch-limit`).
+    public var graphQLBatchLimit = 10
+
     /// Keycloak: base URL (with or without `/auth`), realm and client. Unset: local accounts only, unless the
     /// mobile-services.json names a keycloak service.
     public var keycloakURL: String?

@@ -3,14 +3,17 @@ import GraphQL
 import HTTPTypes
 import Hummingbird
 
-/// `/graphql` for signed-in users: POST (any operation) and GET (queries only), run by the configured executor.
-/// Replies and their errors pass through unchanged; our own refusals are GraphQL-shaped too.
+/// `/graphql` for signed-in users: POST (any operation, or a batch of them) and GET (queries only), run by the
+/// configured executor once `GraphQLAdmission` has cleared them. Replies and their errors pass through unchanged;
+/// our own refusals are GraphQL-shaped too.
 struct GraphQLController {
     static let maximumBodySize = 1 << 20
     let executor: any GraphQLExecutor
     /// The upstream credentials of a caller (for now a configured static token, or none).
     let credentials: UpstreamCredentialSource
-    let analyses = QueryAnalysisCache()
+    let admission: GraphQLAdmission
+    /// Operations one batch may hold.
+    let batchLimit: Int
 
     func addRoutes(to router: FoyerRouter) {
         router.group(context: SignedInContext.self).post("/graphql", use: post)
@@ -25,69 +28,141 @@ struct GraphQLController {
         do {
             body = try await request.collectBody(limitedTo: Self.maximumBodySize)
         } catch {
-            var refusal = Self.refusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
+            var refusal = GraphQLRefusal(.contentTooLarge, "The request body is larger than 1 MiB", code: "PAYLOAD_TOO_LARGE")
             // The rest of the body is not read: the connection closes after the answer.
             refusal.headers[.connection] = "close"
-            return refusal
+            return refusal.response
         }
-        // Only what the limits need is read; the body goes on as the client wrote it.
+        if body.readableBytesView.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "[") {
+            return try await batch(body, identity: identity)
+        }
+        // Only what admission needs is read; a plain request goes on as the client wrote it.
         let envelope: Envelope
         do {
             envelope = try Self.decoder.decode(Envelope.self, from: body)
         } catch {
-            return Self.refusal(.badRequest, "The body must be JSON like {\"query\": \"…\", \"variables\": {…}}", code: "BAD_REQUEST")
+            return GraphQLAdmission.noQuery.response
         }
-        let analysis = analyses.analysis(of: envelope.query)
-        if let refusal = Self.refusal(for: analysis, operationName: envelope.operationName, allowMutations: true) {
-            return refusal
+        do {
+            let admitted = try await admission.admit(
+                query: envelope.query, operationName: envelope.operationName, persistedQuery: envelope.persistedQuery, allowMutations: true
+            )
+            let credentials = try await credentials(identity)
+            guard envelope.persistedQuery != nil else {
+                return try await answer { try await executor.execute(encoded: body, isQuery: admitted.type == .query, credentials: credentials) }
+            }
+            // The upstream gets the document itself, whether or not it speaks APQ.
+            let operation = try Self.decoder.decode(Operation.self, from: body)
+            return try await answer { try await executor.execute(operation.request(running: admitted), credentials: credentials) }
+        } catch let refusal as GraphQLRefusal {
+            return refusal.response
         }
-        let isQuery = analysis.operationType(named: envelope.operationName) == .query
-        return try await answer { try await executor.execute(encoded: body, isQuery: isQuery, credentials: try await credentials(identity)) }
     }
 
     @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
         // A websocket upgrade lands here only when it offered no subprotocol we speak.
         if request.headers[.upgrade]?.lowercased() == "websocket" {
-            return Self.refusal(
+            return GraphQLRefusal(
                 .badRequest, "Offer the websocket subprotocol graphql-transport-ws or graphql-ws", code: "UNSUPPORTED_SUBPROTOCOL"
-            )
+            ).response
         }
         let identity = try context.requireIdentity()
-        let parameters = request.uri.queryParameters
-        guard let query = parameters["query"].map(String.init), !query.isEmpty else {
-            return Self.refusal(.badRequest, "Give the query in ?query=", code: "BAD_REQUEST")
+        // Queries change nothing, but a GET may register a persisted document: another site's page gets no say.
+        if identity.credential == .cookie, let origin = request.crossSiteOrigin {
+            return GraphQLRefusal(.forbidden, "A GraphQL request with this site's cookie came from another site (\(origin))", code: "CROSS_SITE_REQUEST").response
         }
+        let parameters = request.uri.queryParameters
+        let query = parameters["query"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
         var variables: [String: Map] = [:]
-        if let raw = parameters["variables"].map(String.init), !raw.isEmpty {
+        var persistedQuery: GraphQLAdmission.PersistedQuery?
+        do {
+            if let raw = parameters["variables"].map(String.init), !raw.isEmpty {
+                guard let decoded = try? Self.decoder.decode([String: Map].self, from: Data(raw.utf8)) else {
+                    throw GraphQLRefusal(.badRequest, "?variables= must be a JSON object", code: "BAD_REQUEST")
+                }
+                variables = decoded
+            }
+            if let raw = parameters["extensions"].map(String.init), !raw.isEmpty {
+                guard let extensions = try? Self.decoder.decode(Extensions.self, from: Data(raw.utf8)) else {
+                    throw GraphQLRefusal(
+                        .badRequest, "?extensions= must be a JSON object like {\"persistedQuery\": {\"version\": 1, \"sha256Hash\": \"…\"}}", code: "BAD_REQUEST"
+                    )
+                }
+                persistedQuery = extensions.persistedQuery
+            }
+            guard query != nil || persistedQuery != nil else {
+                throw GraphQLRefusal(.badRequest, "Give the query in ?query=, or its persisted hash in ?extensions=", code: "BAD_REQUEST")
+            }
+            let operationName = parameters["operationName"].map(String.init)
+            let admitted = try await admission.admit(query: query, operationName: operationName, persistedQuery: persistedQuery, allowMutations: false)
+            let request = GraphQLRequest(query: admitted.query, operationName: operationName, variables: variables)
+            let credentials = try await credentials(identity)
+            return try await answer { try await executor.execute(request, credentials: credentials) }
+        } catch let refusal as GraphQLRefusal {
+            return refusal.response
+        }
+    }
+
+    /// A JSON array of operations (Apollo's batch link): each is admitted and run on its own, and the answer is an
+    /// array of their results in the same order. Queries between two mutations run together; a mutation runs once
+    /// everything before it has finished, and before anything after it starts.
+    private func batch(_ body: ByteBuffer, identity: Identity) async throws -> Response {
+        let operations: [Operation]
+        do {
+            operations = try Self.decoder.decode([Operation].self, from: body)
+        } catch {
+            return GraphQLRefusal(.badRequest, "A batch must be a JSON array of operations like {\"query\": \"…\", \"variables\": {…}}", code: "BAD_REQUEST").response
+        }
+        guard !operations.isEmpty else {
+            return GraphQLRefusal(.badRequest, "The batch holds no operation", code: "BAD_REQUEST").response
+        }
+        guard operations.count <= batchLimit else {
+            return GraphQLRefusal(
+                .badRequest, "A batch may hold at most \(batchLimit) operations; this one holds \(operations.count)", code: "BATCH_TOO_LARGE"
+            ).response
+        }
+        var results = [ByteBuffer?](repeating: nil, count: operations.count)
+        var admitted: [(index: Int, request: GraphQLRequest, type: OperationType?)] = []
+        for (index, operation) in operations.enumerated() {
             do {
-                variables = try JSONDecoder().decode([String: Map].self, from: Data(raw.utf8))
-            } catch {
-                return Self.refusal(.badRequest, "?variables= must be a JSON object", code: "BAD_REQUEST")
+                let clearance = try await admission.admit(
+                    query: operation.query, operationName: operation.operationName, persistedQuery: operation.persistedQuery, allowMutations: true
+                )
+                admitted.append((index, operation.request(running: clearance), clearance.type))
+            } catch let refusal as GraphQLRefusal {
+                results[index] = refusal.body
             }
         }
-        let graphQLRequest = GraphQLRequest(query: query, operationName: parameters["operationName"].map(String.init), variables: variables)
-        return try await run(graphQLRequest, allowMutations: false, identity: identity)
-    }
-
-    private func run(_ graphQLRequest: GraphQLRequest, allowMutations: Bool, identity: Identity) async throws -> Response {
-        let analysis = analyses.analysis(of: graphQLRequest.query)
-        if let refusal = Self.refusal(for: analysis, operationName: graphQLRequest.operationName, allowMutations: allowMutations) {
-            return refusal
+        let credentials = try await credentials(identity)
+        let executor = executor
+        var next = admitted[...]
+        while let first = next.first {
+            // A mutation alone; otherwise every operation up to the next mutation, concurrently.
+            let group = first.type == .mutation ? next.prefix(1) : next.prefix { $0.type != .mutation }
+            next = next.dropFirst(group.count)
+            await withTaskGroup(of: (Int, ByteBuffer).self) { tasks in
+                for operation in group {
+                    tasks.addTask {
+                        do {
+                            return (operation.index, try await executor.execute(operation.request, credentials: credentials).body)
+                        } catch let error as GraphQLUpstreamError {
+                            return (operation.index, GraphQLRefusal(upstream: error).body)
+                        } catch {
+                            return (operation.index, GraphQLRefusal(.internalServerError, "The operation failed: \(error)", code: "INTERNAL_SERVER_ERROR").body)
+                        }
+                    }
+                }
+                for await (index, body) in tasks { results[index] = body }
+            }
         }
-        return try await answer { try await executor.execute(graphQLRequest, credentials: try await credentials(identity)) }
-    }
-
-    /// Our answer when the query breaks a limit, or is a mutation sent by GET; nil when it may go on.
-    private static func refusal(for analysis: QueryAnalysis, operationName: String?, allowMutations: Bool) -> Response? {
-        if let violation = analysis.violation {
-            return Self.refusal(.badRequest, violation, code: "QUERY_TOO_COMPLEX")
+        var joined = ByteBuffer()
+        joined.writeInteger(UInt8(ascii: "["))
+        for (index, result) in results.enumerated() {
+            if index > 0 { joined.writeInteger(UInt8(ascii: ",")) }
+            if var result { joined.writeBuffer(&result) }
         }
-        if !allowMutations, analysis.operationType(named: operationName) == .mutation {
-            var response = Self.refusal(.methodNotAllowed, "Mutations must be sent with POST", code: "METHOD_NOT_ALLOWED")
-            response.headers[.allow] = "POST"
-            return response
-        }
-        return nil
+        joined.writeInteger(UInt8(ascii: "]"))
+        return Response.json(encoded: joined)
     }
 
     private func answer(_ execute: () async throws -> GraphQLReply) async throws -> Response {
@@ -95,21 +170,29 @@ struct GraphQLController {
             let reply = try await execute()
             return Response.json(encoded: reply.body, status: reply.status)
         } catch let error as GraphQLUpstreamError {
-            var response = Self.refusal(error.status, error.message, code: "UPSTREAM_\(error.status.code)")
-            if error.status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
-            return response
+            return GraphQLRefusal(upstream: error).response
         }
     }
 
     static let decoder = JSONDecoder()
 
-    /// The parts of a POST body Foyer looks at. `variables`, when given, must be an object (or null), as
+    private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    }
+
+    /// `extensions` of a request: Foyer reads only `persistedQuery`.
+    struct Extensions: Decodable {
+        let persistedQuery: GraphQLAdmission.PersistedQuery?
+    }
+
+    /// The parts of a POST body admission looks at. `variables`, when given, must be an object (or null), as
     /// GraphQL over HTTP asks; what is in it is the server's business.
     struct Envelope: Decodable {
-        let query: String
+        let query: String?
         let operationName: String?
+        let persistedQuery: GraphQLAdmission.PersistedQuery?
 
-        private enum CodingKeys: String, CodingKey { case query, operationName, variables }
+        private enum CodingKeys: String, CodingKey { case query, operationName, variables, extensions }
         private struct AnyKey: CodingKey {
             let stringValue: String
             var intValue: Int? { nil }
@@ -119,23 +202,34 @@ struct GraphQLController {
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            query = try container.decode(String.self, forKey: .query)
+            query = try container.decodeIfPresent(String.self, forKey: .query)
             operationName = try container.decodeIfPresent(String.self, forKey: .operationName)
             if container.contains(.variables), try !container.decodeNil(forKey: .variables) {
                 _ = try container.nestedContainer(keyedBy: AnyKey.self, forKey: .variables)
             }
+            persistedQuery = try container.decodeIfPresent(Extensions.self, forKey: .extensions)?.persistedQuery
         }
     }
 
-    /// `{"errors": [{"message": …, "extensions": {"code": …}}]}` with a status, as GraphQL clients expect.
-    static func refusal(_ status: HTTPResponse.Status, _ message: String, code: String) -> Response {
-        struct Body: Encodable {
-            struct Error: Encodable {
-                let message: String
-                let extensions: [String: String]
-            }
-            let errors: [Error]
+    /// One operation whole, for requests Foyer passes on in its own words: persisted ones and those of a batch.
+    struct Operation: Decodable {
+        let query: String?
+        let operationName: String?
+        let variables: [String: Map]?
+        let extensions: Extensions?
+
+        var persistedQuery: GraphQLAdmission.PersistedQuery? { extensions?.persistedQuery }
+
+        func request(running admitted: GraphQLAdmission.Admitted) -> GraphQLRequest {
+            GraphQLRequest(query: admitted.query, operationName: operationName, variables: variables ?? [:])
         }
-        return Response.json(Body(errors: [.init(message: message, extensions: ["code": code])]), status: status)
+    }
+}
+
+extension GraphQLRefusal {
+    /// The upstream gave no answer to pass on.
+    init(upstream error: GraphQLUpstreamError) {
+        self.init(error.status, error.message, code: "UPSTREAM_\(error.status.code)")
+        if error.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
     }
 }

@@ -38,7 +38,8 @@ struct GraphQLWebSocketController {
     let metrics: FoyerMetrics
     /// A socket signed in with a session closes when the session ends (4401).
     let holds: SessionHolds
-    let analyses = QueryAnalysisCache()
+    /// The same rules as over HTTP: persisted queries, trusted documents, introspection, limits.
+    let admission: GraphQLAdmission
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
         router.ws("/graphql") { request, _ in
@@ -119,7 +120,7 @@ private struct GraphQLSocketConnection: Sendable {
     }
 
     struct StartMessage: Decodable {
-        let payload: GraphQLRequest
+        let payload: GraphQLController.Operation
     }
 
     /// State the reader shares with the timers and the operations.
@@ -238,14 +239,14 @@ private struct GraphQLSocketConnection: Sendable {
                 return reject(.unknown(4401), "Unauthorized", id: message.id, send: send)
             }
             guard let id = message.id, !id.isEmpty,
-                let request = try? JSONDecoder().decode(StartMessage.self, from: Data(text.utf8)).payload
+                let operation = try? JSONDecoder().decode(StartMessage.self, from: Data(text.utf8)).payload
             else {
                 return reject(.unknown(4400), "\(dialect.startType) needs an id and a payload {\"query\": …}", id: message.id, send: send)
             }
             if shared.operations.withLockedValue({ $0[id] != nil }) {
                 return reject(.unknown(4409), "Subscriber for \(id) already exists", id: id, send: send)
             }
-            start(request, id: id, identity: identity, send: send)
+            start(operation, id: id, identity: identity, send: send)
         case dialect.stopType:
             guard let id = message.id, let operation = shared.operations.withLockedValue({ $0.removeValue(forKey: id) }) else { break }
             operation.task.cancel()
@@ -285,22 +286,20 @@ private struct GraphQLSocketConnection: Sendable {
         }
     }
 
-    private func start(_ request: GraphQLRequest, id: String, identity: Identity, send: GraphQLSocketOutbox) {
-        let analysis = controller.analyses.analysis(of: request.query)
-        if let violation = analysis.violation {
-            Self.fail(id, errors: Self.errorList(violation, code: "QUERY_TOO_COMPLEX"), dialect: dialect, send: send)
-            return
-        }
-        let isSubscription = analysis.operationType(named: request.operationName) == .subscription
-        let (executor, credentialSource, dialect, shared) = (controller.executor, controller.credentials, dialect, shared)
+    private func start(_ operation: GraphQLController.Operation, id: String, identity: Identity, send: GraphQLSocketOutbox) {
+        let (admission, executor, credentialSource, dialect, shared) = (controller.admission, controller.executor, controller.credentials, dialect, shared)
         let active = controller.metrics.activeSubscriptions
         let run = UUID()
         shared.operations.withLockedValue { operations in
             let task = Task {
                 defer { shared.operations.withLockedValue { if $0[id]?.run == run { $0[id] = nil } } }
                 do {
+                    let admitted = try await admission.admit(
+                        query: operation.query, operationName: operation.operationName, persistedQuery: operation.persistedQuery, allowMutations: true
+                    )
+                    let request = operation.request(running: admitted)
                     let credentials = try await credentialSource(identity)
-                    if isSubscription {
+                    if admitted.type == .subscription {
                         active.increment()
                         defer { active.decrement() }
                         for try await event in try await executor.subscribe(request, credentials: credentials) {
@@ -325,6 +324,9 @@ private struct GraphQLSocketConnection: Sendable {
                     }
                     guard !Task.isCancelled else { return }
                     send.yield(.text(Self.envelope("complete", id: id, payload: nil)))
+                } catch let refusal as GraphQLRefusal {
+                    guard !Task.isCancelled else { return }
+                    Self.fail(id, errors: Self.errorList(refusal.message, code: refusal.code), dialect: dialect, send: send)
                 } catch is AuthenticationRequired {
                     guard !Task.isCancelled else { return }
                     Self.fail(id, errors: Self.errorList("The session ended: sign in again", code: "UNAUTHENTICATED"), dialect: dialect, send: send)

@@ -21,6 +21,14 @@ public final class FoyerMetrics: Sendable {
         case unreachable, timeout, sessionExpired = "session_expired", invalidReply = "invalid_reply"
     }
 
+    enum GraphQLRefusalReason: String, CaseIterable {
+        case untrusted, introspection, tooComplex = "too_complex", hashMismatch = "hash_mismatch"
+    }
+
+    enum PersistedQueryOutcome: String, CaseIterable {
+        case hit, miss, registered
+    }
+
     private struct RouteKey: Hashable {
         let route: String
         let method: String
@@ -48,6 +56,8 @@ public final class FoyerMetrics: Sendable {
     let laggingWebSockets: Counter
     let refusedConnections: Counter
     private let edgeRefusals: [String: Counter]
+    private let graphQLRefusals: [GraphQLRefusalReason: Counter]
+    private let persistedQueries: [PersistedQueryOutcome: Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -88,10 +98,27 @@ public final class FoyerMetrics: Sendable {
             "http_connections_refused", "total", "Client connections closed at once because the connection cap was reached"
         ))
         let edgeRefusal = name("http_edge_refusals", "total", "Requests the edge answered itself and closed: 408, 414, 431")
-        edgeRefusals = Dictionary(uniqueKeysWithValues: ["timeout", "uri_too_long", "head_too_large", "too_many_headers"].map {
+        edgeRefusals = Dictionary(Set(EdgeRefusal.all.map(\.metricsReason)).map {
             ($0, registry.makeCounter(descriptor: edgeRefusal, labels: [("reason", $0)]))
+        }, uniquingKeysWith: { first, _ in first })
+        let graphQLRefusal = name(
+            "graphql_refusals", "total",
+            "GraphQL operations refused before running: untrusted (not in the trusted documents), introspection (turned off), too_complex, hash_mismatch"
+        )
+        graphQLRefusals = Dictionary(uniqueKeysWithValues: GraphQLRefusalReason.allCases.map {
+            ($0, registry.makeCounter(descriptor: graphQLRefusal, labels: [("reason", $0.rawValue)]))
+        })
+        let persistedQuery = name(
+            "graphql_persisted_queries", "total", "Automatic persisted queries: hit (the hash was known), miss (asked for the query), registered"
+        )
+        persistedQueries = Dictionary(uniqueKeysWithValues: PersistedQueryOutcome.allCases.map {
+            ($0, registry.makeCounter(descriptor: persistedQuery, labels: [("outcome", $0.rawValue)]))
         })
     }
+
+    func graphQLRefusal(_ reason: GraphQLRefusalReason) { graphQLRefusals[reason]?.increment() }
+
+    func persistedQuery(_ outcome: PersistedQueryOutcome) { persistedQueries[outcome]?.increment() }
 
     /// A request the edge refused itself (`reason` is one of the labels made at start).
     func edgeRefusal(_ reason: String) { edgeRefusals[reason]?.increment() }

@@ -130,12 +130,20 @@ extension SQLiteStore {
                 t.column("created_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v11: GraphQL documents clients registered by hash") { db in
+            // Automatic persisted queries: the SHA-256 (hex) of a document and its text, shared by instances.
+            try db.create(table: "graphql_documents") { t in
+                t.primaryKey("hash", .text)
+                t.column("body", .text).notNull()
+                t.column("used_at", .datetime).notNull().indexed()
+            }
+        }
         return migrator
     }
 }
 
 /// PostgreSQL's list starts with everything SQLite's v1 to v10 made; its own tables after that coordinate
-/// instances (leases, large cluster messages) and have no SQLite twin.
+/// instances (leases, large cluster messages) and have no SQLite twin; then twins of SQLite's later ones.
 extension PostgresMigrations {
     static let all: [(name: String, sql: [String])] = [
         ("1: the tables of SQLite's v1 to v10", [
@@ -268,6 +276,10 @@ extension PostgresMigrations {
         ("3: cluster messages too large for a notification (ClusterBus)", [
             "CREATE TABLE foyer_cluster_messages (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL, sent_at TIMESTAMPTZ NOT NULL)",
             "CREATE INDEX foyer_cluster_messages_by_age ON foyer_cluster_messages (sent_at)",
+        ]),
+        ("4: GraphQL documents clients registered by hash (SQLite's v11)", [
+            "CREATE TABLE graphql_documents (hash TEXT PRIMARY KEY, body TEXT NOT NULL, used_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX graphql_documents_by_use ON graphql_documents (used_at)",
         ]),
     ]
 }

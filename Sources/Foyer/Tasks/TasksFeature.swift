@@ -19,6 +19,8 @@ struct TasksFeature {
     let roles: RealmRoleSource
     let metrics: FoyerMetrics
     let copies: any TaskCopyStorage
+    let admission: GraphQLAdmission
+    let batchLimit: Int
 
     init(_ app: Foundations, push: PushFeature, keycloak: KeycloakFeature) throws {
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
@@ -70,10 +72,17 @@ struct TasksFeature {
         roles = keycloak.roles
         metrics = app.metrics
         copies = app.store.taskCopyStorage
+        // The task pages' own operations call the executor directly: trusted documents govern /graphql's clients.
+        admission = GraphQLAdmission(
+            persisted: PersistedDocuments(storage: app.store.persistedDocumentStorage),
+            trusted: try config.graphQLTrustedDocumentsFile.map(TrustedDocuments.load),
+            allowsIntrospection: config.graphQLIntrospection, metrics: app.metrics
+        )
+        batchLimit = config.graphQLBatchLimit
     }
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        GraphQLController(executor: executor, credentials: credentials).addRoutes(to: router)
+        GraphQLController(executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit).addRoutes(to: router)
         TasksController(
             tasks: TaskRepository(client: TaskClient(executor: executor), copies: copies, metrics: metrics), views: views,
             credentials: credentials, roles: roles, streams: streams, fragments: fragments
@@ -82,7 +91,7 @@ struct TasksFeature {
 
     func addWebSocketRoutes(to router: Router<BasicWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
         GraphQLWebSocketController(
-            executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds
+            executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission
         ).addRoutes(to: router)
     }
 }
