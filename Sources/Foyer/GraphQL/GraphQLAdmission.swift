@@ -47,42 +47,43 @@ struct GraphQLAdmission: Sendable {
         return Admitted(query: query, type: type)
     }
 
-    /// The document an operation runs: the one it carries, or the one its hash names.
+    /// The document an operation runs: the one it carries, or the one its hash (or manifest id) names.
     private func document(query: String?, persistedQuery: PersistedQuery?) async throws -> String {
-        if let persistedQuery {
-            guard persistedQuery.version == 1 else {
-                throw GraphQLRefusal(.badRequest, "Unsupported persisted query version \(persistedQuery.version); this server speaks version 1", code: "PERSISTED_QUERY_VERSION_NOT_SUPPORTED")
-            }
-            guard PersistedDocuments.isHash(persistedQuery.sha256Hash) else {
-                throw GraphQLRefusal(.badRequest, "extensions.persistedQuery.sha256Hash must be 64 hex digits, the SHA-256 of the query", code: "BAD_REQUEST")
-            }
-        }
-        let hash = persistedQuery?.sha256Hash.lowercased()
-        if let query, let hash, PersistedDocuments.hash(of: query) != hash {
-            metrics.graphQLRefusal(.hashMismatch)
-            throw GraphQLRefusal(.badRequest, "provided sha does not match query", code: "PERSISTED_QUERY_HASH_MISMATCH")
+        if let persistedQuery, persistedQuery.version != 1 {
+            throw GraphQLRefusal(
+                .badRequest, "Unsupported persisted query version \(persistedQuery.version); this server speaks version 1",
+                code: "PERSISTED_QUERY_VERSION_NOT_SUPPORTED"
+            )
         }
         if let trusted {
             // Only the manifest's documents run, and nothing new is registered (Apollo Router turns APQ off too).
             if let query {
-                guard trusted.contains(body: query) || hash.flatMap(trusted.document(id:)) == query else {
+                guard trusted.contains(body: query) else {
                     metrics.graphQLRefusal(.untrusted)
                     throw GraphQLRefusal(.badRequest, "This server runs only its trusted documents, and this operation is not one of them", code: "QUERY_NOT_IN_SAFELIST")
                 }
                 return query
             }
-            guard let persistedQuery else { throw Self.noQuery }
-            guard let document = trusted.document(id: persistedQuery.sha256Hash) ?? hash.flatMap(trusted.document(id:)) else {
+            guard let id = persistedQuery?.sha256Hash else { throw Self.noQuery }
+            guard let document = trusted.document(id: id) ?? trusted.document(id: id.lowercased()) else {
                 metrics.graphQLRefusal(.untrusted)
-                throw GraphQLRefusal(.badRequest, "Persisted query '\(persistedQuery.sha256Hash)' not found in the persisted query list", code: "PERSISTED_QUERY_NOT_IN_LIST")
+                throw GraphQLRefusal(.badRequest, "Persisted query '\(id)' not found in the persisted query list", code: "PERSISTED_QUERY_NOT_IN_LIST")
             }
             return document
         }
-        guard let hash else {
+        guard let persistedQuery else {
             guard let query else { throw Self.noQuery }
             return query
         }
+        guard PersistedDocuments.isHash(persistedQuery.sha256Hash) else {
+            throw GraphQLRefusal(.badRequest, "extensions.persistedQuery.sha256Hash must be 64 hex digits, the SHA-256 of the query", code: "BAD_REQUEST")
+        }
+        let hash = persistedQuery.sha256Hash.lowercased()
         if let query {
+            guard PersistedDocuments.hash(of: query) == hash else {
+                metrics.graphQLRefusal(.hashMismatch)
+                throw GraphQLRefusal(.badRequest, "provided sha does not match query", code: "PERSISTED_QUERY_HASH_MISMATCH")
+            }
             try await persisted.register(query, hash: hash)
             metrics.persistedQuery(.registered)
             return query
