@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
+from test_graphql_apollo import ApolloAPQClient
 from test_posts_browser import sign_in
 from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, push_args, register_ios_device, ups, wait_until  # noqa: F401
 from test_push import sign_in as push_sign_in
@@ -157,6 +158,18 @@ def test_a_post_created_on_one_instance_is_in_the_others_list_at_once(pair):
         assert time.monotonic() < deadline, "B's list still lacks a post written on A"
         time.sleep(0.01)
     assert body != before
+
+
+def test_a_persisted_query_registered_through_one_instance_is_known_to_the_other(pair):
+    a, b, _ = pair
+    document = f"query SharedAPQ{time.time_ns()} {{ allTasks {{ id }} }}"
+    on_a = ApolloAPQClient(a.url, session_token(a))
+    assert on_a.execute(document).status_code == 200
+    assert on_a.sent == [("POST", False), ("POST", True)]
+    on_b = ApolloAPQClient(b.url, session_token(b), use_get=True)
+    answer = on_b.execute(document)
+    assert answer.status_code == 200 and isinstance(answer.json()["data"]["allTasks"], list), answer.text
+    assert on_b.sent == [("GET", False)], "B knew the hash from the shared database"
 
 
 def test_failed_sign_ins_count_whichever_instance_saw_them(pair):

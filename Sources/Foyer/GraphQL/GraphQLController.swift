@@ -71,18 +71,19 @@ struct GraphQLController {
         if identity.credential == .cookie, let origin = request.crossSiteOrigin {
             return GraphQLRefusal(.forbidden, "A GraphQL request with this site's cookie came from another site (\(origin))", code: "CROSS_SITE_REQUEST").response
         }
-        let parameters = request.uri.queryParameters
-        let query = parameters["query"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+        // Form-encoded, as clients build query strings: `+` is a space (Python's requests sends JSON that way).
+        let parameters = FormFields.parse(request.uri.query ?? "")
+        let query = parameters["query"].flatMap { $0.isEmpty ? nil : $0 }
         var variables: [String: Map] = [:]
         var persistedQuery: GraphQLAdmission.PersistedQuery?
         do {
-            if let raw = parameters["variables"].map(String.init), !raw.isEmpty {
+            if let raw = parameters["variables"], !raw.isEmpty {
                 guard let decoded = try? Self.decoder.decode([String: Map].self, from: Data(raw.utf8)) else {
                     throw GraphQLRefusal(.badRequest, "?variables= must be a JSON object", code: "BAD_REQUEST")
                 }
                 variables = decoded
             }
-            if let raw = parameters["extensions"].map(String.init), !raw.isEmpty {
+            if let raw = parameters["extensions"], !raw.isEmpty {
                 guard let extensions = try? Self.decoder.decode(Extensions.self, from: Data(raw.utf8)) else {
                     throw GraphQLRefusal(
                         .badRequest, "?extensions= must be a JSON object like {\"persistedQuery\": {\"version\": 1, \"sha256Hash\": \"…\"}}", code: "BAD_REQUEST"
@@ -93,7 +94,7 @@ struct GraphQLController {
             guard query != nil || persistedQuery != nil else {
                 throw GraphQLRefusal(.badRequest, "Give the query in ?query=, or its persisted hash in ?extensions=", code: "BAD_REQUEST")
             }
-            let operationName = parameters["operationName"].map(String.init)
+            let operationName = parameters["operationName"]
             let admitted = try await admission.admit(query: query, operationName: operationName, persistedQuery: persistedQuery, allowMutations: false)
             let request = GraphQLRequest(query: admitted.query, operationName: operationName, variables: variables)
             let credentials = try await credentials(identity)
