@@ -1,11 +1,17 @@
-"""The OpenAPI document stays true: Schemathesis generates requests from it against the running server."""
+"""The OpenAPI document stays true: Schemathesis generates requests from it against the running server (with a Unified
+Push peer, so device registrations can succeed), and clients generated from it (Python, Swift) register a device."""
+import importlib
 import json
+import os
 import pathlib
 import subprocess
 import sys
 import urllib.request
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD
+import pytest
+
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer
+from test_push import PUSH_ENV, ios_token, push_args, ups  # noqa: F401  (the Unified Push peer)
 
 
 def sign_in(server) -> str:
@@ -26,12 +32,20 @@ def test_document_is_served_and_names_every_api_route(server):
     assert set(document["paths"]) == {
         "/api/v1/sessions", "/api/v1/sessions/{id}", "/api/v1/me", "/api/v1/session/cookie",
         "/api/v1/posts", "/api/v1/posts/{id}",
+        "/api/v1/devices", "/api/v1/devices/{token}", "/api/v1/notification_tokens", "/tasks.json",
     }
 
 
-def test_every_documented_operation_conforms(own_server, tmp_path):
-    """On a server of its own: Schemathesis fails sign-ins by the hundred."""
-    server = own_server
+@pytest.fixture(scope="module")
+def push_foyer(tmp_path_factory, ups):  # noqa: F811
+    """A server of its own (Schemathesis fails sign-ins by the hundred), registering devices at the peer."""
+    running = RunningServer(tmp_path_factory.mktemp("foyer-openapi"), extra_env=PUSH_ENV, extra_args=push_args(ups))
+    yield running
+    running.stop()
+
+
+def test_every_documented_operation_conforms(push_foyer, ups, tmp_path):  # noqa: F811
+    server = push_foyer
     token = sign_in(server)
     schemathesis = pathlib.Path(sys.executable).with_name("schemathesis")
     run = subprocess.run(
@@ -41,8 +55,47 @@ def test_every_documented_operation_conforms(own_server, tmp_path):
             "--checks", "all",
             # Revoking would end the very session the run authenticates with.
             "--exclude-operation-id", "revokeSession",
-            "--workers", "2", "--max-time", "45", "--seed", "20261121",
+            "--workers", "1", "--max-time", "45", "--seed", "20261121",
         ],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
+    assert any(path == "/rest/registry/device" and method == "POST" for method, path, *_ in ups.requests), "no registration reached the peer"
+
+
+def test_a_generated_python_client_registers_a_device(push_foyer, ups, tmp_path):  # noqa: F811
+    generator = pathlib.Path(sys.executable).with_name("openapi-python-client")
+    run = subprocess.run(
+        [str(generator), "generate", "--path", str(REPO / "Public/openapi.json"), "--meta", "none", "--output-path", str(tmp_path / "foyer_client")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        client_module = importlib.import_module("foyer_client")
+        register = importlib.import_module("foyer_client.api.default.register_device")
+        get_device = importlib.import_module("foyer_client.api.default.get_device")
+        models = importlib.import_module("foyer_client.models")
+    finally:
+        sys.path.remove(str(tmp_path))
+    client = client_module.AuthenticatedClient(base_url=push_foyer.url, token=sign_in(push_foyer))
+    device_token = ios_token()
+    body = models.IOSDeviceRegistration(device_token=device_token, device_type="ios", operating_system="iOS", os_version="18.1", categories=["tasks"])
+    response = register.sync_detailed(client=client, body=body)
+    assert response.status_code == 201, response.content
+    assert isinstance(response.parsed, models.Device)
+    assert response.parsed.device_token == device_token and response.parsed.state.value == "registered"
+    assert get_device.sync(token=device_token, client=client).os_version == "18.1"
+    assert any(i.get("deviceToken") == device_token for i in ups.installations.values())
+
+
+def test_a_generated_swift_client_registers_a_device(push_foyer, ups):  # noqa: F811
+    """Tests/GeneratedClients/Swift: swift-openapi-generator's client from the same document (built by scripts/test)."""
+    binary = os.environ.get("FOYER_SWIFT_CLIENT") or str(REPO / "Tests/GeneratedClients/Swift/.build/debug/RegisterDevice")
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"no generated Swift client at {binary}: scripts/test builds it (swift build in Tests/GeneratedClients/Swift)")
+    device_token = ios_token()
+    run = subprocess.run([binary, push_foyer.url, sign_in(push_foyer), device_token], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"registered {device_token}" in run.stdout
+    assert any(i.get("deviceToken") == device_token for i in ups.installations.values())
