@@ -254,6 +254,23 @@ import Testing
         }
     }
 
+    @Test func aGETWithTheCookieFromAnotherSiteIsRefused() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (cookie, _) = try await browserSession(client)
+            let uri = "/graphql?query=%7B%20allTasks%20%7B%20id%20%7D%20%7D"
+            try await client.execute(uri: uri, method: .get, headers: cookie) { response in
+                #expect(response.status == .ok, "same site: a query runs")
+            }
+            var crossSite = cookie
+            crossSite[.origin] = "https://elsewhere.example"
+            try await client.execute(uri: uri, method: .get, headers: crossSite) { response in
+                #expect(response.status == .forbidden)
+                #expect(Self.code(response.json() as [String: Any]) == "CROSS_SITE_REQUEST")
+            }
+        }
+    }
+
     @Test func introspectionCanBeTurnedOff() async throws {
         let harness = try await TestHarness { $0.graphQLIntrospection = false }
         try await harness.test { client in

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -133,6 +134,38 @@ import Testing
             )
             let data = try #require(legacy.first { $0["type"] as? String == "data" })
             #expect(((data["payload"] as? [String: Any])?["errors"] as? [Any])?.isEmpty == false)
+        }
+    }
+
+    @Test func theSocketKeepsTheSameRulesAsHTTPAndSpeaksPersistedQueries() async throws {
+        let harness = try await TestHarness { $0.graphQLIntrospection = false }
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let introspection = #"{"query":"{ __schema { queryType { name } } }"}"#
+            let (refused, _) = try await Self.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [Self.initMessage(token), #"{"type":"subscribe","id":"i","payload":\#(introspection)}"#],
+                until: { $0.contains { $0["type"] as? String == "error" } }
+            )
+            let errors = try #require(refused.last?["payload"] as? [[String: Any]])
+            #expect((errors.first?["extensions"] as? [String: Any])?["code"] as? String == "INTROSPECTION_DISABLED")
+
+            // A hash alone is asked for its query; with the query it runs; then the hash alone runs.
+            let query = "{ allTasks { id } }"
+            let hash = SHA256.hash(data: Data(query.utf8)).map { String(format: "%02x", $0) }.joined()
+            let persisted = #"{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"\#(hash)"}}}"#
+            let registering = #"{"query":"\#(query)","extensions":{"persistedQuery":{"version":1,"sha256Hash":"\#(hash)"}}}"#
+            let (messages, _) = try await Self.converse(
+                client, dialect: "graphql-transport-ws",
+                messages: [
+                    Self.initMessage(token), #"{"type":"subscribe","id":"miss","payload":\#(persisted)}"#,
+                    #"{"type":"subscribe","id":"register","payload":\#(registering)}"#, #"{"type":"subscribe","id":"hit","payload":\#(persisted)}"#,
+                ],
+                until: { $0.filter { ["error", "complete"].contains($0["type"] as? String) }.count >= 3 }
+            )
+            let miss = try #require(messages.first { $0["id"] as? String == "miss" && $0["type"] as? String == "error" })
+            #expect(((miss["payload"] as? [[String: Any]])?.first?["extensions"] as? [String: Any])?["code"] as? String == "PERSISTED_QUERY_NOT_FOUND")
+            #expect(messages.contains { $0["id"] as? String == "hit" && $0["type"] as? String == "next" }, "\(messages)")
         }
     }
 
