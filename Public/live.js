@@ -36,3 +36,12 @@ if (!customElements.get("turbo-stream-source")) {
     }
   })
 }
+
+// Pages say times in the reader's zone ("yesterday at 14:05"): the server reads it from this cookie, and says
+// UTC until it has it.
+;(() => {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone
+  if (zone && !document.cookie.split("; ").includes("tz=" + encodeURIComponent(zone))) {
+    document.cookie = "tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; samesite=lax"
+  }
+})()

@@ -142,7 +142,8 @@ import Testing
             let phoneID = try #require(phoneSession["id"] as? String)
             #expect(page.contains("Phone") && page.contains("Laptop"))
             #expect(page.contains(#"action="/account/sessions/\#(phoneID)""#))
-            #expect(page.contains("(this device)"))
+            #expect(page.contains("This device"))
+            #expect(page.contains(#"title="Phone""#), "the raw user agent stays at hand")
 
             // The revoke button: a POST with _method=delete and the form's CSRF field.
             try await client.execute(

@@ -41,24 +41,29 @@ public struct Views: Sendable {
         }
         return page(
             body: render(template, values), title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
-            request: request, context: context, status: status
+            request: request, context: context, status: status, keepsFlash: template == HistoricalLocation.template
         )
     }
 
-    /// A page around a body already rendered (and possibly cached).
+    /// A page around a body already rendered (and possibly cached). It shows the request's flash notice, and spends
+    /// it, unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the one that should).
     func page(
         body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
-        status: HTTPResponse.Status = .ok
+        status: HTTPResponse.Status = .ok, keepsFlash: Bool = false
     ) -> Response {
+        let flash = keepsFlash ? nil : Flash(request)
         let html = layout.render(
-            body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage
+            body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage,
+            flash: flash?.message ?? ""
         )
-        return Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
+        var response = Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
+        if flash != nil { response.setCookie(Flash.spent) }
+        return response
     }
 
     /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists).
     func standalonePage(_ template: String, _ values: [String: Any], title: String) -> ByteBuffer {
-        layout.render(body: render(template, values), title: title, identity: nil, native: false, formPage: false)
+        layout.render(body: render(template, values), title: title, identity: nil, native: false, formPage: false, flash: "")
     }
 
     /// What a page's headers say beyond its type: its Content-Security-Policy and the like.
@@ -80,7 +85,7 @@ public struct Views: Sendable {
 /// source of the layout's HTML.
 struct CompiledLayout: Sendable {
     enum Slot: String, CaseIterable, Sendable {
-        case title, csrfToken = "csrf", email, body
+        case title, csrfToken = "csrf", email, body, flash
     }
 
     enum Piece: Sendable {
@@ -101,6 +106,7 @@ struct CompiledLayout: Sendable {
                 for formPage in [false, true] {
                     var values: [String: Any] = [
                         "title": Self.markerFor(.title), "turbo_url": turboScriptURL, "native": native, "form_page": formPage,
+                        "flash": Self.markerFor(.flash),
                     ]
                     if signedIn {
                         values["csrf_token"] = Self.markerFor(.csrfToken)
@@ -120,7 +126,7 @@ struct CompiledLayout: Sendable {
         self.variants = variants
     }
 
-    func render(body: String, title: String, identity: Identity?, native: Bool, formPage: Bool) -> ByteBuffer {
+    func render(body: String, title: String, identity: Identity?, native: Bool, formPage: Bool, flash: String) -> ByteBuffer {
         let pieces = variants[Self.key(signedIn: identity != nil, native: native, formPage: formPage)]!
         var html = ByteBuffer()
         html.reserveCapacity(body.utf8.count + 2048)
@@ -131,6 +137,7 @@ struct CompiledLayout: Sendable {
             case .slot(.title): HTML.write(title, escapedInto: &html)
             case .slot(.csrfToken): HTML.write(identity?.session?.csrfToken ?? "", escapedInto: &html)
             case .slot(.email): HTML.write(identity?.user.email ?? "", escapedInto: &html)
+            case .slot(.flash): HTML.write(flash, escapedInto: &html)
             }
         }
         return html

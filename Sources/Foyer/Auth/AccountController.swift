@@ -13,26 +13,52 @@ struct AccountController {
         let signedIn = router.group(context: SignedInContext.self)
         signedIn.get("/account", use: show)
         signedIn.delete("/account/sessions/{id}", use: revokeSession)
+        signedIn.delete("/account/other_sessions", use: revokeOtherSessions)
+    }
+
+    /// `account/show`: who you are, and each device signed in as you, the current one first.
+    struct AccountView: Sendable {
+        struct Device: Sendable {
+            let id: String
+            /// "Chrome on macOS"; the raw user agent is its title.
+            let name: String
+            let userAgent: String
+            let ipAddress: String
+            let signedIn: TimeView
+            let lastSeen: TimeView
+            let current: Bool
+        }
+
+        struct Keycloak: Sendable {
+            let claims: [[String: String]]
+            let ownToken: Bool
+        }
+
+        let email: String
+        let devices: [Device]
+        let hasOtherDevices: Bool
+        let keycloak: Keycloak?
     }
 
     @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
+        let time = ReaderTime(request)
         let sessions = try await signIn.sessions.list(userId: identity.userId)
-        let rows: [[String: Any]] = sessions.map { session in
-            [
-                "id": session.id,
-                "device": session.userAgent ?? "Unknown device",
-                "ip_address": session.ipAddress ?? "unknown",
-                "created_at": Views.timestamp(session.createdAt),
-                "last_seen_at": Views.timestamp(session.lastSeenAt),
-                "current": session.id == identity.session?.id,
-            ]
+        let devices = sessions.map { session in
+            AccountView.Device(
+                id: session.id, name: DeviceName.describe(session.userAgent), userAgent: session.userAgent ?? "",
+                ipAddress: session.ipAddress ?? "unknown", signedIn: time.view(of: session.createdAt), lastSeen: time.view(of: session.lastSeenAt),
+                current: session.id == identity.session?.id
+            )
         }
-        var values: [String: Any] = ["title": "Your account", "email": identity.user.email, "sessions": rows]
-        if let claims = try await signIn.keycloak?.claims(of: identity) {
-            values["keycloak"] = ["claims": Self.readable(claims), "own_token": identity.keycloakToken != nil]
+        let keycloak = try await signIn.keycloak?.claims(of: identity).map {
+            AccountView.Keycloak(claims: Self.readable($0), ownToken: identity.keycloakToken != nil)
         }
-        return views.page("account/show", values, request: request, context: context)
+        let account = AccountView(
+            email: identity.user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
+            hasOtherDevices: devices.contains { !$0.current }, keycloak: keycloak
+        )
+        return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context)
     }
 
     /// One row per claim, sorted by name: times as times, lists as lists, nested objects as compact JSON.
@@ -65,9 +91,18 @@ struct AccountController {
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with that id.")
         }
-        guard id == identity.session?.id else { return .seeOther("/account") }
-        var response = Response.seeOther("/")
+        guard id == identity.session?.id else { return Response.seeOther("/account").flashing(.sessionRevoked) }
+        var response = Response.seeOther("/").flashing(.signedOut)
         response.setCookie(signIn.expiredCookie(request: request))
         return response
+    }
+
+    /// "Sign out everywhere else": every session of yours but this one.
+    @Sendable func revokeOtherSessions(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
+        for session in try await signIn.sessions.list(userId: identity.userId) where session.id != identity.session?.id {
+            _ = try await signIn.revoke(session: session.id, userId: identity.userId)
+        }
+        return Response.seeOther("/account").flashing(.otherSessionsSignedOut)
     }
 }

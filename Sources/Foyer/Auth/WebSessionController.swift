@@ -46,7 +46,7 @@ struct WebSessionController {
         }
         let (_, token) = try await signIn.openSession(for: verified, request: request, context: context)
         // A native shell shows sign-in as a modal: dismiss it and reload the screen that asked for it.
-        var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh)
+        var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh).flashing(.signedIn)
         response.setCookie(signIn.cookie(token: token, request: request))
         return response
     }
@@ -61,7 +61,7 @@ struct WebSessionController {
             _ = try await signIn.revoke(session: session.id, userId: identity.userId)
             location = endSession ?? location
         }
-        var response = Response.seeOther(location)
+        var response = Response.seeOther(location).flashing(.signedOut)
         response.setCookie(signIn.expiredCookie(request: request))
         return response
     }

@@ -109,7 +109,7 @@ struct KeycloakBrowserSignInController {
 
         let user = try await keycloak.user(signedInWith: tokens)
         let (_, token) = try await signIn.openSession(for: .init(user: user, keycloakTokens: tokens), request: request, context: context)
-        var response = Response.seeOther(attempt.returnTo)
+        var response = Response.seeOther(attempt.returnTo).flashing(.signedIn)
         response.setCookie(signIn.cookie(token: token, request: request))
         response.setCookie(stateCookie("", request: request, expired: true))
         return response

@@ -4,14 +4,14 @@ struct PostRowView: Sendable {
     let title: String
     let excerpt: String
     let author: String
-    let createdAt: String
+    let createdAt: TimeView
 
-    init(_ published: PublishedPost) {
+    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
         id = published.id
         title = published.post.title
         excerpt = PostText.excerpt(published.post.content)
         author = published.author.email
-        createdAt = Views.timestamp(published.post.createdAt)
+        createdAt = time.view(of: published.post.createdAt)
     }
 }
 
@@ -21,19 +21,28 @@ struct PostContentView: Sendable {
     let title: String
     let contentHTML: String
     let author: String
-    let createdAt: String
-    let updatedAt: String
+    let createdAt: TimeView
+    let updatedAt: TimeView
     let edited: Bool
 
-    init(_ published: PublishedPost) {
+    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
         id = published.id
         title = published.post.title
         contentHTML = PostText.html(published.post.content)
         author = published.author.email
-        createdAt = Views.timestamp(published.post.createdAt)
-        updatedAt = Views.timestamp(published.post.updatedAt)
+        createdAt = time.view(of: published.post.createdAt)
+        updatedAt = time.view(of: published.post.updatedAt)
         edited = published.post.updatedAt > published.post.createdAt
     }
+}
+
+/// The post form (`posts/form`): where it goes, and each field with what is wrong with it.
+struct PostFormView: Sendable {
+    let action: String
+    let editing: Bool
+    let cancel: String
+    let title: FormField
+    let content: FormField
 }
 
 /// What a write did to a post, for whoever follows posts.

@@ -8,13 +8,16 @@ struct PostsController {
     let views: Views
     let streams: LiveStreams
     let fragments: PostFragments
-    /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks
-    /// but whether anyone is signed in (the "New post" link): keep it that way, or add to the key.
+    /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
+    /// whether anyone is signed in (the "New post" link) and the reader's clock ("3 minutes ago", in their time
+    /// zone, to the minute): keep it that way, or add to the key.
     let listBodies = GenerationCache<ListKey, String>(capacity: 512)
 
     struct ListKey: Hashable, Sendable {
         let paging: Paging
         let signedIn: Bool
+        let timeZone: String
+        let minute: Int
     }
 
     func addRoutes(to router: FoyerRouter) {
@@ -32,17 +35,21 @@ struct PostsController {
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let paging = try Paging(request)
         let signedIn = context.identity != nil
-        let body = try await listBodies.value(for: ListKey(paging: paging, signedIn: signedIn), generation: posts.generation.current) {
-            try await renderList(paging, signedIn: signedIn)
+        let time = ReaderTime(request)
+        let key = ListKey(
+            paging: paging, signedIn: signedIn, timeZone: time.timeZone.identifier, minute: Int(time.now.timeIntervalSince1970 / 60)
+        )
+        let body = try await listBodies.value(for: key, generation: posts.generation.current) {
+            try await renderList(paging, signedIn: signedIn, time: time)
         }
         return views.page(body: body, title: "Posts", request: request, context: context)
     }
 
-    private func renderList(_ paging: Paging, signedIn: Bool) async throws -> String {
+    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime) async throws -> String {
         let position = streams.position(of: .posts)
         let page = try await posts.page(paging)
         var values: [String: Any] = [
-            "posts": page.posts.map(PostRowView.init), "signed_in": signedIn,
+            "posts": page.posts.map { PostRowView($0, time: time) }, "signed_in": signedIn,
             "stream_path": streams.path(of: .posts), "stream_position": position,
             "list_id": page.number == 1 ? "posts" : "posts-page-\(page.number)",
         ]
@@ -60,7 +67,7 @@ struct PostsController {
             "posts/show",
             [
                 "title": published.post.title,
-                "post": PostContentView(published),
+                "post": PostContentView(published, time: ReaderTime(request)),
                 "mine": context.identity?.userId == published.author.id,
                 "stream_path": streams.path(of: .posts), "stream_position": position,
             ],
@@ -78,7 +85,7 @@ struct PostsController {
         do {
             let created = try await posts.create(changes, author: identity.user)
             // A native shell opened the form as a modal: close it and reload the list below.
-            return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh)
+            return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postPublished)
         } catch let invalid as ValidationFailed {
             return form(request: request, context: context, changes: changes, id: nil, errors: invalid, status: .unprocessableContent)
         }
@@ -95,7 +102,7 @@ struct PostsController {
         let changes = try await Self.formChanges(request)
         do {
             _ = try await posts.update(published, with: changes)
-            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh)
+            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postSaved)
         } catch let invalid as ValidationFailed {
             return form(request: request, context: context, changes: changes, id: published.id, errors: invalid, status: .unprocessableContent)
         }
@@ -105,29 +112,26 @@ struct PostsController {
         let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
         if request.wantsTurboStream { return .turboStream(fragments.html(for: .deleted(id: published.id))) }
-        return .afterSubmit(request, redirectTo: "/posts", native: .recede)
+        return .afterSubmit(request, redirectTo: "/posts", native: .recede).flashing(.postDeleted)
     }
 
     private func form(
         request: Request, context: SignedInContext, changes: PostChanges, id: Int64?,
         errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
+        let fieldErrors = errors?.errors ?? [:]
         var values: [String: Any] = [
             "title": id == nil ? "New post" : "Edit post",
             "form_page": true,
-            "form": [
-                "title": changes.title ?? "",
-                "content": changes.content ?? "",
-                "action": id.map { "/posts/\($0)" } ?? "/posts",
-                "editing": id != nil,
-                "cancel": id.map { "/posts/\($0)" } ?? "/posts",
-            ] as [String: Any],
+            "form": PostFormView(
+                action: id.map { "/posts/\($0)" } ?? "/posts", editing: id != nil, cancel: id.map { "/posts/\($0)" } ?? "/posts",
+                title: FormField("title", value: changes.title ?? "", errors: fieldErrors),
+                content: FormField("content", value: changes.content ?? "", errors: fieldErrors)
+            ),
         ]
         if let errors {
             values["has_errors"] = true
             values["errors"] = errors.fullMessages
-            values["title_invalid"] = errors.errors["title"] != nil
-            values["content_invalid"] = errors.errors["content"] != nil
         }
         return views.page(id == nil ? "posts/new" : "posts/edit", values, request: request, context: context, status: status)
     }

@@ -1,9 +1,11 @@
 /// What the task templates show of a task (`tasks/row`, `tasks/content`): the same for every viewer, so a
 /// live fragment rendered once serves every open page.
 struct TaskView: Sendable {
+    /// One segment of the status control: the current status, or a button that sets another.
     struct StatusOption: Sendable {
         let value: String
         let label: String
+        let current: Bool
     }
 
     let id: String
@@ -11,9 +13,10 @@ struct TaskView: Sendable {
     let description: String
     let status: String
     let statusLabel: String
+    /// Kept in forms (a stale edit is told apart by it), never shown.
     let version: Int
-    /// The list's buttons offer the other two statuses.
-    let otherStatuses: [StatusOption]
+    /// The list's status control: all three, the current one marked.
+    let statuses: [StatusOption]
 
     init(_ task: TaskItem) {
         let status = task.status ?? "OPEN"
@@ -23,7 +26,7 @@ struct TaskView: Sendable {
         self.status = status
         statusLabel = status.capitalized
         version = task.version ?? 0
-        otherStatuses = TaskItem.statuses.filter { $0 != status }.map { StatusOption(value: $0, label: $0.capitalized) }
+        statuses = TaskItem.statuses.map { StatusOption(value: $0, label: $0.capitalized, current: $0 == status) }
     }
 }
 

@@ -81,7 +81,7 @@ struct TasksController {
             return form(request: request, context: context, fields: fields, task: nil, errors: errors, status: .unprocessableContent)
         }
         let task = try await tasks.create(title: fields.title, description: fields.description, status: fields.status, credentials: try await credentials(identity))
-        return .afterSubmit(request, redirectTo: "/tasks/\(task.id)", native: .refresh)
+        return .afterSubmit(request, redirectTo: "/tasks/\(task.id)", native: .refresh).flashing(.taskCreated)
     }
 
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
@@ -107,7 +107,7 @@ struct TasksController {
         } catch let conflict as TaskConflict {
             return conflictPage(request: request, context: context, server: conflict.server, mine: current)
         }
-        return .afterSubmit(request, redirectTo: "/tasks/\(id)", native: .refresh)
+        return .afterSubmit(request, redirectTo: "/tasks/\(id)", native: .refresh).flashing(.taskSaved)
     }
 
     /// The list's status buttons: only the status changes, at the version the list showed.
@@ -129,7 +129,7 @@ struct TasksController {
             return conflictPage(request: request, context: context, server: conflict.server, mine: mine)
         }
         if request.wantsTurboStream { return .turboStream(fragments.updated(updated)) }
-        return .seeOther("/tasks")
+        return Response.seeOther("/tasks").flashing(.taskSaved)
     }
 
     @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
@@ -140,7 +140,7 @@ struct TasksController {
         }
         guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
         if request.wantsTurboStream { return .turboStream(fragments.deleted(id: id)) }
-        return .afterSubmit(request, redirectTo: "/tasks", native: .recede)
+        return .afterSubmit(request, redirectTo: "/tasks", native: .recede).flashing(.taskDeleted)
     }
 
     private func mayDelete(_ identity: Identity) async throws -> Bool {
@@ -165,16 +165,16 @@ struct TasksController {
 
     private func form(
         request: Request, context: SignedInContext, fields: TaskFields, task: TaskItem?,
-        errors: [String] = [], status: HTTPResponse.Status = .ok
+        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         var values: [String: Any] = [
             "title": task == nil ? "New task" : "Edit task",
             "form_page": true,
-            "form": fields.values(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil),
+            "form": fields.view(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil, errors: errors),
         ]
-        if !errors.isEmpty {
+        if let errors {
             values["has_errors"] = true
-            values["errors"] = errors
+            values["errors"] = errors.fullMessages
         }
         return views.page(task == nil ? "tasks/new" : "tasks/edit", values, request: request, context: context, status: status)
     }
@@ -188,7 +188,7 @@ struct TasksController {
             [
                 "title": "Someone changed this task", "form_page": true,
                 "server": TaskView(server), "mine": TaskView(mine),
-                "form": retry.values(action: "/tasks/\(server.id)", editing: true),
+                "form": retry.view(action: "/tasks/\(server.id)", editing: true),
             ],
             request: request, context: context, status: .conflict
         )
@@ -215,17 +215,39 @@ struct TaskFields {
         )
     }
 
-    var errors: [String]? {
-        var errors: [String] = []
-        if title.isBlank { errors.append("Title can't be blank") }
-        if !TaskItem.statuses.contains(status) { errors.append("Status must be one of \(TaskItem.statuses.joined(separator: ", "))") }
-        return errors.isEmpty ? nil : errors
+    /// What is wrong, by field; nil when nothing is.
+    var errors: ValidationFailed? {
+        var errors: [String: [String]] = [:]
+        if title.isBlank { errors["title"] = ["can't be blank"] }
+        if !TaskItem.statuses.contains(status) { errors["status"] = ["must be one of \(TaskItem.statuses.joined(separator: ", "))"] }
+        return errors.isEmpty ? nil : ValidationFailed(errors: errors)
     }
 
-    func values(action: String, editing: Bool) -> [String: Any] {
-        [
-            "action": action, "editing": editing, "title": title, "description": description, "version": version ?? 0,
-            "statuses": TaskItem.statuses.map { ["value": $0, "label": $0.capitalized, "selected": $0 == status] },
-        ]
+    func view(action: String, editing: Bool, errors: ValidationFailed? = nil) -> TaskFormView {
+        let fieldErrors = errors?.errors ?? [:]
+        return TaskFormView(
+            action: action, editing: editing, version: version ?? 0,
+            title: FormField("title", value: title, errors: fieldErrors),
+            description: FormField("description", value: description, errors: fieldErrors),
+            statusError: FormField("status", value: status, errors: fieldErrors).error,
+            statuses: TaskItem.statuses.map { TaskFormView.Status(value: $0, label: $0.capitalized, selected: $0 == status) }
+        )
     }
+}
+
+/// The task form (`tasks/form`): where it goes, the version it was read at, and each field with what is wrong with it.
+struct TaskFormView: Sendable {
+    struct Status: Sendable {
+        let value: String
+        let label: String
+        let selected: Bool
+    }
+
+    let action: String
+    let editing: Bool
+    let version: Int
+    let title: FormField
+    let description: FormField
+    let statusError: String?
+    let statuses: [Status]
 }

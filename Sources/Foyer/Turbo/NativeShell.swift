@@ -14,6 +14,8 @@ enum HistoricalLocation: String, CaseIterable {
     case recede, resume, refresh
 
     var path: String { "/\(rawValue)_historical_location" }
+
+    static let template = "turbo/historical_location"
 }
 
 extension Response {
@@ -34,7 +36,7 @@ struct HistoricalLocationController {
     func addRoutes(to router: FoyerRouter) {
         for location in HistoricalLocation.allCases {
             router.get(RouterPath(location.path)) { request, context in
-                views.page("turbo/historical_location", ["title": location.rawValue.capitalized], request: request, context: context)
+                views.page(HistoricalLocation.template, ["title": location.rawValue.capitalized], request: request, context: context)
             }
         }
     }

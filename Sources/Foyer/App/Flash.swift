@@ -1,0 +1,58 @@
+import Hummingbird
+
+/// A one-shot notice after something was done ("Post published."), shown by the next page rendered and then
+/// gone, as Rails' flash. It rides a short-lived cookie across the redirect that follows a form; the cookie holds
+/// only which notice it is, so nobody can make a page say words of their own. A native shell follows a form with
+/// a historical-location route it never shows, so those pages pass the notice on to the page it reloads.
+enum Flash: String, CaseIterable, Sendable {
+    case postPublished = "post-published"
+    case postSaved = "post-saved"
+    case postDeleted = "post-deleted"
+    case taskCreated = "task-created"
+    case taskSaved = "task-saved"
+    case taskDeleted = "task-deleted"
+    case signedIn = "signed-in"
+    case signedOut = "signed-out"
+    case sessionRevoked = "session-revoked"
+    case otherSessionsSignedOut = "other-sessions-signed-out"
+
+    static let cookieName = "foyer_flash"
+
+    var message: String {
+        switch self {
+        case .postPublished: "Your post is published."
+        case .postSaved: "Your changes are saved."
+        case .postDeleted: "The post is deleted."
+        case .taskCreated: "The task is created."
+        case .taskSaved: "The task is saved."
+        case .taskDeleted: "The task is deleted."
+        case .signedIn: "You are signed in."
+        case .signedOut: "You are signed out."
+        case .sessionRevoked: "That device is signed out."
+        case .otherSessionsSignedOut: "Every other device is signed out."
+        }
+    }
+
+    /// The notice a request carries, if any.
+    init?(_ request: Request) {
+        guard let value = request.cookies[Self.cookieName]?.value else { return nil }
+        self.init(rawValue: value)
+    }
+
+    var cookie: Cookie {
+        Cookie(name: Self.cookieName, value: rawValue, maxAge: 60, path: "/", httpOnly: true, sameSite: .lax)
+    }
+
+    static var spent: Cookie {
+        Cookie(name: cookieName, value: "", maxAge: 0, path: "/", httpOnly: true, sameSite: .lax)
+    }
+}
+
+extension Response {
+    /// This answer (a redirect, usually) leaves `flash` for the next page.
+    func flashing(_ flash: Flash) -> Response {
+        var response = self
+        response.setCookie(flash.cookie)
+        return response
+    }
+}
