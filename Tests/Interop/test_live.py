@@ -128,13 +128,13 @@ def test_a_second_browser_sees_task_changes_without_reloading(server, browser): 
         task_path = writer.url.removeprefix(server.url)
         row = watcher.locator("li.task", has_text=title)
         row.wait_for(timeout=2000)
-        assert row.locator(".badge").inner_text() == "Open"
+        assert row.locator("[aria-current]").inner_text() == "Open"
 
         writer.goto(server.url + "/tasks")
         writer.locator("li.task", has_text=title).locator("button", has_text="Mark Complete").click()
         # The writer's own page changes in place from the form's stream answer.
-        writer.locator("li.task", has_text=title).locator(".badge[data-status=COMPLETE]").wait_for(timeout=2000)
-        row.locator(".badge[data-status=COMPLETE]").wait_for(timeout=2000)
+        writer.locator("li.task", has_text=title).locator("[aria-current][data-status=COMPLETE]").wait_for(timeout=2000)
+        row.locator("[aria-current][data-status=COMPLETE]").wait_for(timeout=2000)
 
         writer.goto(server.url + task_path)
         writer.click("main button:has-text('Delete')")

@@ -17,7 +17,7 @@ def test_create_a_task_see_it_listed_and_complete_it(server, browser):  # noqa: 
     page.click("a[href='/tasks']")
     page.wait_for_url(server.url + "/tasks")
     row = page.locator("li.task", has_text="Buy milk in Chromium")
-    assert row.locator(".badge").inner_text() == "Open"
+    assert row.locator("[aria-current]").inner_text() == "Open"
     row.locator("button", has_text="Mark Complete").click()
-    page.locator("li.task", has_text="Buy milk in Chromium").locator(".badge[data-status=COMPLETE]").wait_for()
+    page.locator("li.task", has_text="Buy milk in Chromium").locator("[aria-current][data-status=COMPLETE]").wait_for()
     page.close()
