@@ -42,7 +42,8 @@ def signed_in_page(browser, site, scheme: str, user_agent: str | None = None):  
     page.fill("input[name=email]", DEMO_EMAIL)
     page.fill("input[name=password]", DEMO_PASSWORD)
     page.click("main button[type=submit]")
-    page.wait_for_load_state("networkidle")
+    # A native shell is sent on to the route that dismisses its sign-in modal.
+    page.wait_for_url(site.url + ("/refresh_historical_location" if user_agent == NATIVE_USER_AGENT else "/"))
     return page
 
 
