@@ -95,7 +95,9 @@ def test_a_slowloris_flood_is_closed_by_the_header_timeout_while_up_answers_at_o
         latencies = [up_latency(flooded) for _ in range(20)]
         print(f"\nslowloris: {len(held)} half-sent requests held (opened in {opened_in:.2f} s); "
               f"/up on a fresh connection p50 {statistics.median(latencies) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
-        assert max(latencies) < 0.1, latencies
+        # Not a timing test (CI machines are shared and noisy): a connection stuck behind the flood would wait for the
+        # header timeout, seconds; a loaded machine's slowest answer is a tenth of that. The figures are printed above.
+        assert statistics.median(latencies) < 0.1 and max(latencies) < 1, latencies
 
         closed_after, answered_408 = [], 0
         deadline = time.monotonic() + header_timeout + 10

@@ -342,9 +342,11 @@ def test_a_task_made_at_the_upstream_reaches_open_pages_over_one_socket(upstream
         streams = [RawStream(upstream_foyer, path, [f"Authorization: Bearer {token}"]) for _ in range(49)]
         for stream in streams:
             stream.read_until(b": tasks\n\n")
-        # 50 open pages, and not one connection to the upstream more than with one: Foyer's single websocket,
-        # and its HTTP pool's keep-alive connections from the page loads (at most two).
-        assert established_connections_to(task_server.port) <= with_one_page
+        # 50 open pages, and not one connection to the upstream per page: Foyer's single websocket, and its HTTP
+        # pool's keep-alive connections from the page loads (at most two). One more may come and go meanwhile (a
+        # pooled connection the upstream closed for idleness and the pool opened again; once, on a loaded CI
+        # machine, 4 where there had been 3).
+        assert established_connections_to(task_server.port) <= with_one_page + 1
         assert with_one_page <= 3
 
         title = f"Made at the upstream {time.time_ns()}"
