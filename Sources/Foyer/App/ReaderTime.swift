@@ -9,19 +9,28 @@ struct ReaderTime: Sendable {
 
     let now: Date
     let timeZone: TimeZone
+    /// The zone's name, for cache keys.
+    let zoneName: String
 
-    init(now: Date = Date(), timeZone: TimeZone = .gmt) {
+    init(now: Date = Date(), timeZone: TimeZone? = nil) {
         self.now = now
-        self.timeZone = timeZone
+        self.timeZone = timeZone ?? .gmt
+        zoneName = timeZone?.identifier ?? "GMT"
     }
 
-    /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows.
+    /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows. (The cookies
+    /// are parsed only when there is one: this runs for every list page.)
     init(_ request: Request, now: Date = Date()) {
-        let zone = request.cookies[Self.cookieName].flatMap { cookie in
-            cookie.value.count <= 64 ? TimeZone(identifier: cookie.value.removingPercentEncoding ?? cookie.value) : nil
+        guard request.headers[.cookie]?.contains(Self.cookieName + "=") == true,
+            let value = request.cookies[Self.cookieName]?.value, value.utf8.count <= 64,
+            let zone = TimeZone(identifier: value.removingPercentEncoding ?? value)
+        else {
+            self.init(now: now)
+            return
         }
-        self.init(now: now, timeZone: zone ?? .gmt)
+        self.init(now: now, timeZone: zone)
     }
+
 
     /// What a page shows of `date`.
     func view(of date: Date) -> TimeView {

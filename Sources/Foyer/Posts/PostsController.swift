@@ -37,7 +37,7 @@ struct PostsController {
         let signedIn = context.identity != nil
         let time = ReaderTime(request)
         let key = ListKey(
-            paging: paging, signedIn: signedIn, timeZone: time.timeZone.identifier, minute: Int(time.now.timeIntervalSince1970 / 60)
+            paging: paging, signedIn: signedIn, timeZone: time.zoneName, minute: Int(time.now.timeIntervalSince1970 / 60)
         )
         let body = try await listBodies.value(for: key, generation: posts.generation.current) {
             try await renderList(paging, signedIn: signedIn, time: time)
