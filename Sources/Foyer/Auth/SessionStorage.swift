@@ -42,7 +42,7 @@ struct SQLiteSessionStorage: SessionStorage {
     }
 
     func find(tokenHash: String) async throws -> (AuthSession, User)? {
-        try await database.read { db in
+        try database.readNow { db in
             guard let session = try AuthSession.filter(Column("token_hash") == tokenHash && Column("revoked_at") == nil).fetchOne(db),
                 let user = try User.fetchOne(db, key: session.userId)
             else { return nil }
@@ -57,7 +57,7 @@ struct SQLiteSessionStorage: SessionStorage {
     }
 
     func unrevoked(userId: Int64) async throws -> [AuthSession] {
-        try await database.read { db in
+        try database.readNow { db in
             try AuthSession
                 .filter(Column("user_id") == userId && Column("revoked_at") == nil)
                 .order(Column("last_seen_at").desc, Column("created_at").desc)

@@ -34,15 +34,15 @@ struct SQLiteUserStorage: UserStorage {
     }
 
     func count() async throws -> Int {
-        try await database.read { try User.fetchCount($0) }
+        try database.readNow { try User.fetchCount($0) }
     }
 
     func find(email: String) async throws -> User? {
-        try await database.read { db in try User.filter(Column("email") == email).fetchOne(db) }
+        try database.readNow { db in try User.filter(Column("email") == email).fetchOne(db) }
     }
 
     func find(keycloakSubject: String) async throws -> User? {
-        try await database.read { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
+        try database.readNow { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
     }
 
     func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {

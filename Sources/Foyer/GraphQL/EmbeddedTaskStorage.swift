@@ -23,13 +23,13 @@ struct SQLiteEmbeddedTaskStorage: EmbeddedTaskStorage {
     let database: any DatabaseWriter
 
     func all(first: Int?, after: Int) async throws -> [TaskRecord] {
-        try await database.read { db in
+        try database.readNow { db in
             try TaskRecord.order(Column("id")).limit(first ?? -1, offset: after).fetchAll(db)
         }
     }
 
     func find(id: Int64) async throws -> TaskRecord? {
-        try await database.read { db in try TaskRecord.fetchOne(db, key: id) }
+        try database.readNow { db in try TaskRecord.fetchOne(db, key: id) }
     }
 
     func insert(title: String, description: String, status: String) async throws -> TaskRecord {

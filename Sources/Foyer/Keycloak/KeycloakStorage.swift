@@ -29,7 +29,7 @@ struct SQLiteKeycloakStorage: KeycloakStorage {
     }
 
     func tokens(ofSession sessionID: String) async throws -> KeycloakTokenRecord? {
-        try await database.read { db in try KeycloakTokenRecord.fetchOne(db, key: sessionID) }
+        try database.readNow { db in try KeycloakTokenRecord.fetchOne(db, key: sessionID) }
     }
 
     func deleteTokens(ofSession sessionID: String) async throws {
@@ -37,7 +37,7 @@ struct SQLiteKeycloakStorage: KeycloakStorage {
     }
 
     func sessions(keycloakSession sid: String?, subject: String?) async throws -> [(id: String, userId: Int64)] {
-        try await database.read { db in
+        try database.readNow { db in
             let rows: [Row]
             if let sid, !sid.isEmpty {
                 var sql = "SELECT s.id, s.user_id FROM sessions s JOIN keycloak_tokens k ON k.session_id = s.id WHERE k.keycloak_session_id = ? AND s.revoked_at IS NULL"

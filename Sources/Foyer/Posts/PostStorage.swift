@@ -26,7 +26,7 @@ struct SQLitePostStorage: PostStorage {
         """
 
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
-        try await database.read { db in
+        try database.readNow { db in
             let rows = try Row.fetchAll(
                 db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?", arguments: [limit, offset]
             )
@@ -35,8 +35,8 @@ struct SQLitePostStorage: PostStorage {
     }
 
     func find(id: Int64) async throws -> PublishedPost? {
-        try await database.read { db in
-            try Row.fetchOne(db, sql: Self.selectWithAuthor + " WHERE posts.id = ?", arguments: [id]).map(Self.published)
+        try database.readNow { db in
+            try Row.fetchOne(db.cachedStatement(sql: Self.selectWithAuthor + " WHERE posts.id = ?"), arguments: [id]).map(Self.published)
         }
     }
 
@@ -57,7 +57,7 @@ struct SQLitePostStorage: PostStorage {
     }
 
     func count() async throws -> Int {
-        try await database.read { try Post.fetchCount($0) }
+        try database.readNow { try Post.fetchCount($0) }
     }
 
     private static func published(_ row: Row) throws -> PublishedPost {

@@ -65,17 +65,17 @@ struct SQLitePushStorage: PushStorage {
     }
 
     func devices(userId: Int64) async throws -> [PushDevice] {
-        try await database.read { db in
+        try database.readNow { db in
             try PushDevice.filter(Column("user_id") == userId).order(Column("created_at"), Column("token")).fetchAll(db)
         }
     }
 
     func device(token: String, userId: Int64) async throws -> PushDevice? {
-        try await database.read { db in try PushDevice.filter(Column("token") == token && Column("user_id") == userId).fetchOne(db) }
+        try database.readNow { db in try PushDevice.filter(Column("token") == token && Column("user_id") == userId).fetchOne(db) }
     }
 
     func usersWithDevices(excluding userId: Int64?) async throws -> [Int64] {
-        try await database.read { db in
+        try database.readNow { db in
             try Int64.fetchAll(db, sql: "SELECT DISTINCT user_id FROM push_devices WHERE user_id IS NOT ? ORDER BY user_id", arguments: [userId])
         }
     }
@@ -87,7 +87,7 @@ struct SQLitePushStorage: PushStorage {
     }
 
     func queued(limit: Int) async throws -> [PushOperation] {
-        try await database.read { db in try PushOperation.order(Column("id")).limit(limit).fetchAll(db) }
+        try database.readNow { db in try PushOperation.order(Column("id")).limit(limit).fetchAll(db) }
     }
 
     func finish(_ operation: PushOperation, pendingDeviceBecomes state: PushDevice.State?, now: Date) async throws {

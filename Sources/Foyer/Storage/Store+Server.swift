@@ -6,7 +6,7 @@ extension Store {
     /// Throws when the store cannot answer a query now.
     func ping() async throws {
         switch self {
-        case .sqlite(let database): _ = try await database.read { try Int.fetchOne($0, sql: "SELECT 1") }
+        case .sqlite(let database): _ = try database.readNow { try Int.fetchOne($0, sql: "SELECT 1") }
         case .postgres(let store): try await store.query("SELECT 1")
         }
     }

@@ -25,7 +25,7 @@ struct SQLiteTaskCopyStorage: TaskCopyStorage {
     }
 
     func copy(userId: Int64, key: String) async throws -> (body: Data, cachedAt: Date)? {
-        try await database.read { db in
+        try database.readNow { db in
             try Row.fetchOne(db, sql: "SELECT body, cached_at FROM task_cache WHERE user_id = ? AND key = ?", arguments: [userId, key])
                 .map { ($0["body"], $0["cached_at"]) }
         }
