@@ -38,11 +38,11 @@ struct SQLiteUserStorage: UserStorage {
     }
 
     func find(email: String) async throws -> User? {
-        try database.readNow { db in try User.filter(Column("email") == email).fetchOne(db) }
+        try database.readStatementNow { db in try User.filter(Column("email") == email).fetchOne(db) }
     }
 
     func find(keycloakSubject: String) async throws -> User? {
-        try database.readNow { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
+        try database.readStatementNow { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
     }
 
     func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {

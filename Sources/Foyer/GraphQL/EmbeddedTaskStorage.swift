@@ -29,7 +29,7 @@ struct SQLiteEmbeddedTaskStorage: EmbeddedTaskStorage {
     }
 
     func find(id: Int64) async throws -> TaskRecord? {
-        try database.readNow { db in try TaskRecord.fetchOne(db, key: id) }
+        try database.readStatementNow { db in try TaskRecord.fetchOne(db, key: id) }
     }
 
     func insert(title: String, description: String, status: String) async throws -> TaskRecord {

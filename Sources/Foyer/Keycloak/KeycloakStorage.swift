@@ -29,7 +29,7 @@ struct SQLiteKeycloakStorage: KeycloakStorage {
     }
 
     func tokens(ofSession sessionID: String) async throws -> KeycloakTokenRecord? {
-        try database.readNow { db in try KeycloakTokenRecord.fetchOne(db, key: sessionID) }
+        try database.readStatementNow { db in try KeycloakTokenRecord.fetchOne(db, key: sessionID) }
     }
 
     func deleteTokens(ofSession sessionID: String) async throws {

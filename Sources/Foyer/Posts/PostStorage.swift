@@ -35,7 +35,7 @@ struct SQLitePostStorage: PostStorage {
     }
 
     func find(id: Int64) async throws -> PublishedPost? {
-        try database.readNow { db in
+        try database.readStatementNow { db in
             try Row.fetchOne(db.cachedStatement(sql: Self.selectWithAuthor + " WHERE posts.id = ?"), arguments: [id]).map(Self.published)
         }
     }

@@ -71,7 +71,7 @@ struct SQLitePushStorage: PushStorage {
     }
 
     func device(token: String, userId: Int64) async throws -> PushDevice? {
-        try database.readNow { db in try PushDevice.filter(Column("token") == token && Column("user_id") == userId).fetchOne(db) }
+        try database.readStatementNow { db in try PushDevice.filter(Column("token") == token && Column("user_id") == userId).fetchOne(db) }
     }
 
     func usersWithDevices(excluding userId: Int64?) async throws -> [Int64] {
