@@ -33,9 +33,9 @@ enum Flash: String, CaseIterable, Sendable {
         }
     }
 
-    /// The notice a request carries, if any. (The cookies are parsed only when it has one: this runs for every page.)
+    /// The notice a request carries, if any.
     init?(_ request: Request) {
-        guard request.headers[.cookie]?.contains(Self.cookieName) == true, let value = request.cookies[Self.cookieName]?.value else { return nil }
+        guard let value = request.rareCookie(Self.cookieName) else { return nil }
         self.init(rawValue: value)
     }
 

@@ -18,11 +18,9 @@ struct ReaderTime: Sendable {
         zoneName = timeZone?.identifier ?? "GMT"
     }
 
-    /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows. (The cookies
-    /// are parsed only when there is one: this runs for every list page.)
+    /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows.
     init(_ request: Request, now: Date = Date()) {
-        guard request.headers[.cookie]?.contains(Self.cookieName + "=") == true,
-            let value = request.cookies[Self.cookieName]?.value, value.utf8.count <= 64,
+        guard let value = request.rareCookie(Self.cookieName), value.utf8.count <= 64,
             let zone = TimeZone(identifier: value.removingPercentEncoding ?? value)
         else {
             self.init(now: now)
@@ -30,7 +28,6 @@ struct ReaderTime: Sendable {
         }
         self.init(now: now, timeZone: zone)
     }
-
 
     /// What a page shows of `date`.
     func view(of date: Date) -> TimeView {

@@ -11,6 +11,13 @@ extension Request {
         return accept.contains("application/json") && !accept.contains("text/html")
     }
 
+    /// The value of a cookie that every page looks for but few requests carry (the flash notice, the reader's
+    /// zone): the Cookie header is parsed only when it names the cookie.
+    func rareCookie(_ name: String) -> String? {
+        guard headers[.cookie]?.contains(name + "=") == true else { return nil }
+        return cookies[name]?.value
+    }
+
     var isFormEncoded: Bool {
         headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") ?? false
     }

@@ -332,7 +332,8 @@ private struct GraphQLSocketConnection: Sendable {
                     Self.fail(id, errors: Self.errorList("The session ended: sign in again", code: "UNAUTHENTICATED"), dialect: dialect, send: send)
                 } catch let error as GraphQLUpstreamError {
                     guard !Task.isCancelled else { return }
-                    Self.fail(id, errors: Self.errorList(error.message, code: "UPSTREAM_\(error.status.code)"), dialect: dialect, send: send)
+                    let refusal = GraphQLRefusal(upstream: error)
+                    Self.fail(id, errors: Self.errorList(refusal.message, code: refusal.code), dialect: dialect, send: send)
                 } catch {
                     guard !Task.isCancelled else { return }
                     Self.fail(id, errors: Self.errorList("The operation failed: \(error)", code: "INTERNAL"), dialect: dialect, send: send)

@@ -8,8 +8,6 @@ struct TrustedDocuments: Sendable {
     private let bodiesByID: [String: String]
     private let bodies: Set<String>
 
-    var count: Int { bodiesByID.count }
-
     init(operations: [(id: String, body: String)]) {
         bodiesByID = Dictionary(operations.map { ($0.id, $0.body) }, uniquingKeysWith: { first, _ in first })
         bodies = Set(operations.map(\.body))

@@ -229,7 +229,7 @@ struct TaskFields {
             action: action, editing: editing, version: version ?? 0,
             title: FormField("title", value: title, errors: fieldErrors),
             description: FormField("description", value: description, errors: fieldErrors),
-            statusError: FormField("status", value: status, errors: fieldErrors).error,
+            status: FormField("status", value: status, errors: fieldErrors),
             statuses: TaskItem.statuses.map { TaskFormView.Status(value: $0, label: $0.capitalized, selected: $0 == status) }
         )
     }
@@ -248,6 +248,7 @@ struct TaskFormView: Sendable {
     let version: Int
     let title: FormField
     let description: FormField
-    let statusError: String?
+    let status: FormField
+    /// The choices of the status field, the current one selected.
     let statuses: [Status]
 }
