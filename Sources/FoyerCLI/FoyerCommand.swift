@@ -125,6 +125,36 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where Keycloak sends the browser after signing out (env FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI; default: Foyer's public origin + /)")
     var keycloakPostLogoutRedirectURI: String?
 
+    @Option(help: "Client ids of the native apps whose realm ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_KEYCLOAK_APP_CLIENT_IDS)")
+    var keycloakAppClientIDs: String?
+
+    @Option(help: "An OpenID Connect provider's issuer URL; its discovery document names the rest (env FOYER_OIDC_ISSUER; secret only from env FOYER_OIDC_CLIENT_SECRET)")
+    var oidcIssuer: String?
+
+    @Option(help: "Foyer's client id at that provider (env FOYER_OIDC_CLIENT_ID)")
+    var oidcClientID: String?
+
+    @Option(help: "Scopes asked for (env FOYER_OIDC_SCOPES; default \"openid profile email\")")
+    var oidcScopes: String?
+
+    @Option(help: "What the sign-in button says; lowercased and dashed, it names the provider in URLs and native sign-ins (env FOYER_OIDC_NAME; default: the issuer's host)")
+    var oidcName: String?
+
+    @Option(help: "The claim holding a user's roles, a dotted path such as groups (env FOYER_OIDC_ROLES_CLAIM; default: no roles)")
+    var oidcRolesClaim: String?
+
+    @Option(help: "Client ids of the native apps whose ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_OIDC_APP_CLIENT_IDS)")
+    var oidcAppClientIDs: String?
+
+    @Option(help: "Client ids whose access tokens are accepted as Bearer, comma-separated (env FOYER_OIDC_AUDIENCE; default: the client id)")
+    var oidcAudience: String?
+
+    @Option(help: "A JSON file listing several OpenID Connect providers (env FOYER_OIDC_PROVIDERS)")
+    var oidcProviders: String?
+
+    @Option(help: "The same verified email through two providers is one Foyer user (env FOYER_OIDC_LINK_VERIFIED_EMAIL; default false)")
+    var oidcLinkVerifiedEmail: Bool?
+
     @Option(help: "Unified Push Server that devices are registered at (env FOYER_PUSH_URL; default: the push service of --mobile-services)")
     var pushURL: String?
 
@@ -211,6 +241,20 @@ struct Serve: AsyncParsableCommand {
             config.keycloakFrontChannelLogout = frontChannel
         }
         config.keycloakPostLogoutRedirectURI = keycloakPostLogoutRedirectURI ?? environment["FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI"]
+        config.oidcIssuer = oidcIssuer ?? environment["FOYER_OIDC_ISSUER"]
+        config.oidcClientID = oidcClientID ?? environment["FOYER_OIDC_CLIENT_ID"]
+        config.oidcClientSecret = environment["FOYER_OIDC_CLIENT_SECRET"]
+        config.oidcScopes = oidcScopes ?? environment["FOYER_OIDC_SCOPES"]
+        config.oidcName = oidcName ?? environment["FOYER_OIDC_NAME"]
+        config.oidcRolesClaim = oidcRolesClaim ?? environment["FOYER_OIDC_ROLES_CLAIM"]
+        config.oidcAppClientIDs = oidcAppClientIDs ?? environment["FOYER_OIDC_APP_CLIENT_IDS"]
+        config.oidcAudience = oidcAudience ?? environment["FOYER_OIDC_AUDIENCE"]
+        config.oidcProvidersFile = oidcProviders ?? environment["FOYER_OIDC_PROVIDERS"]
+        if let link = oidcLinkVerifiedEmail ?? environment["FOYER_OIDC_LINK_VERIFIED_EMAIL"].flatMap({ Bool($0.lowercased()) }) {
+            config.oidcLinkVerifiedEmail = link
+        }
+        config.environment = environment
+        config.keycloakAppClientIDs = keycloakAppClientIDs ?? environment["FOYER_KEYCLOAK_APP_CLIENT_IDS"]
         config.streamSecret = environment["FOYER_STREAM_SECRET"]
         config.pushURL = pushURL ?? environment["FOYER_PUSH_URL"]
         config.pushIOSVariantID = pushIosVariantId ?? environment["FOYER_PUSH_IOS_VARIANT_ID"]

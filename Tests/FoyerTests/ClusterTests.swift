@@ -170,11 +170,11 @@ private final class Instance: @unchecked Sendable {
         config.pushIOSVariantSecret = "secret"
         config.pushApplicationID = "app"
         config.pushMasterSecret = "master"
-        app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil, keycloakSignIn: false)
+        app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil)
         push = try PushFeature(app)
         sessions = SessionsFeature(app, ending: push.sessionEnding)
         posts = PostsFeature(app)
-        tasks = try TasksFeature(app, push: push, keycloak: KeycloakFeature(app, settings: nil, sessions: sessions.sessions))
+        tasks = try TasksFeature(app, push: push, providers: ProvidersFeature(app, keycloak: nil, settings: [], sessions: sessions.sessions))
         self.store = store
         let cluster = app.cluster!
         running = Task { await cluster.run() }

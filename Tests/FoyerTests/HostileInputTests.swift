@@ -125,31 +125,32 @@ func jwtShaped(_ header: String, _ claims: String, signature: String = "") -> St
         config.keycloakRealm = "showcase"
         config.keycloakClientID = "foyer"
         let settings = try #require(try KeycloakSettings(config: config, mobileServices: nil))
-        let http = KeycloakClient.makeHTTPClient()
+        let http = ProviderClient.makeHTTPClient()
         let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let store = SessionRepository(database: database)
-        let keycloak = KeycloakSessions(
-            client: KeycloakClient(settings: settings, http: http, metrics: FoyerMetrics()), store: .sqlite(database), sessions: store, trustProxy: false, logger: .init(label: "test")
+        let keycloak = ProviderSessions(
+            client: ProviderClient(settings: settings.provider, http: http, metrics: FoyerMetrics()), store: .sqlite(database), sessions: store,
+            trustProxy: false, linkVerifiedEmail: false, logger: .init(label: "test")
         )
         let ada = try await keycloak.user(for: ["sub": "ada-sub", "email": "ada@example.org"])
         var opened: [(sid: String, token: String)] = []
         for sid in ["realm-session-1", "realm-session-1", "realm-session-2"] {
             let (session, token) = try await store.create(for: ada, userAgent: nil, ipAddress: nil)
             try await keycloak.keep(
-                KeycloakTokenSet(accessToken: self.token(#"{"sub":"ada-sub"}"#), expiresIn: 300, refreshToken: nil,
+                ProviderTokenSet(accessToken: self.token(#"{"sub":"ada-sub"}"#), expiresIn: 300, refreshToken: nil,
                                  idToken: self.token(#"{"sub":"ada-sub","sid":"\#(sid)"}"#)),
                 forSession: session.id
             )
             opened.append((sid, token))
         }
-        #expect(try await keycloak.endSessions(keycloakSession: "realm-session-1", subject: "ada-sub") == 2)
+        #expect(try await keycloak.endSessions(providerSession: "realm-session-1", subject: "ada-sub") == 2)
         #expect(try await store.find(token: opened[0].token) == nil)
         #expect(try await store.find(token: opened[1].token) == nil)
         #expect(try await store.find(token: opened[2].token) != nil)
         // Another subject's sid is not ada's to end.
-        #expect(try await keycloak.endSessions(keycloakSession: "realm-session-2", subject: "someone-else") == 0)
+        #expect(try await keycloak.endSessions(providerSession: "realm-session-2", subject: "someone-else") == 0)
         // No sid: every session of the subject.
-        #expect(try await keycloak.endSessions(keycloakSession: nil, subject: "ada-sub") == 1)
+        #expect(try await keycloak.endSessions(providerSession: nil, subject: "ada-sub") == 1)
         #expect(try await store.find(token: opened[2].token) == nil)
         try await http.shutdown()
     }

@@ -63,7 +63,7 @@ import Testing
         #expect(KeycloakProxyMiddleware.replacingPrefix("http://sso.internal/auth/realms/", with: "x", in: "https://app.example/cb") == "https://app.example/cb")
     }
 
-    @Test func claimsReadLikeSentences() {
+    @Test func claimsReadLikeSentences() throws {
         let rows = AccountController.readable([
             "sub": "bob", "exp": 1_795_289_243, "roles": ["user", "admin"], "email_verified": true,
             "realm_access": ["roles": ["admin"]],
@@ -74,6 +74,9 @@ import Testing
         #expect(byName["roles"] == "user, admin")
         #expect(byName["email_verified"] == "true")
         #expect(byName["realm_access"] == #"{"roles":["admin"]}"#)
-        #expect(VerifiedKeycloakToken.realmRoles(in: ["realm_access": ["roles": ["admin"]], "roles": ["user"]]) == ["admin", "user"])
+        var config = FoyerConfig()
+        (config.keycloakURL, config.keycloakRealm, config.keycloakClientID) = ("http://127.0.0.1:1", "showcase", "foyer")
+        let keycloak = try #require(try KeycloakSettings(config: config, mobileServices: nil)).provider
+        #expect(keycloak.roles(in: ["realm_access": ["roles": ["admin"]], "roles": ["user"]]) == ["admin", "user"])
     }
 }

@@ -22,25 +22,38 @@ import Testing
         #expect(try await users(store).authenticate(email: "nobody@example.com", password: "long enough") == nil)
     }
 
-    @Test(arguments: kinds) func keycloakUsersAreFoundLinkedOrProvisioned(kind: TestStoreKind) async throws {
+    @Test(arguments: kinds) func providerUsersAreFoundLinkedOrProvisioned(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }
         let local = try await users(store).create(email: "ada@example.com", password: "long enough")
         let storage = store.userStorage
+        func user(_ subject: String, _ email: String, at provider: String = "keycloak", newEmail: String? = nil, link: Bool) async throws -> User? {
+            try await storage.providerUser(
+                provider: provider, subject: subject, email: email, newEmail: newEmail, separateEmail: "\(subject)@\(provider).oidc.invalid"
+            ) { _, _ in link }
+        }
         // Unverified: the local account is not linked.
-        #expect(try await storage.keycloakUser(subject: "sub-1", email: "ada@example.com", newEmail: "ada@example.com") { _ in false } == nil)
-        let linked = try #require(try await storage.keycloakUser(subject: "sub-1", email: "ada@example.com", newEmail: "ada@example.com") { _ in true })
-        #expect(linked.id == local.id && linked.keycloakSubject == "sub-1")
-        // Found by subject again; the email follows the realm's when it is free…
-        let moved = try #require(try await storage.keycloakUser(subject: "sub-1", email: "ada@new.example", newEmail: "ada@new.example") { _ in false })
+        #expect(try await user("sub-1", "ada@example.com", link: false) == nil)
+        let linked = try #require(try await user("sub-1", "ada@example.com", link: true))
+        #expect(linked.id == local.id)
+        #expect(try await storage.find(provider: "keycloak", subject: "sub-1")?.id == local.id)
+        // Found by subject again; the email follows the provider's when it is free…
+        let moved = try #require(try await user("sub-1", "ada@new.example", newEmail: "ada@new.example", link: false))
         #expect(moved.id == local.id && moved.email == "ada@new.example")
-        #expect(try await storage.find(keycloakSubject: "sub-1")?.email == "ada@new.example")
+        #expect(try await storage.find(provider: "keycloak", subject: "sub-1")?.email == "ada@new.example")
         // …and stays when another account has it.
         _ = try await users(store).create(email: "bob@example.com", password: "long enough")
-        let kept = try #require(try await storage.keycloakUser(subject: "sub-1", email: "bob@example.com", newEmail: "bob@example.com") { _ in false })
+        let kept = try #require(try await user("sub-1", "bob@example.com", newEmail: "bob@example.com", link: false))
         #expect(kept.email == "ada@new.example")
-        let provisioned = try #require(try await storage.keycloakUser(subject: "sub-2", email: "cy@example.com", newEmail: nil) { _ in false })
-        #expect(provisioned.id != local.id && provisioned.signsInWithKeycloak && provisioned.keycloakSubject == "sub-2")
+        let provisioned = try #require(try await user("sub-2", "cy@example.com", link: false))
+        #expect(provisioned.id != local.id && !provisioned.hasLocalPassword)
+        // The same subject at another provider is someone else…
+        #expect(try await storage.find(provider: "acme", subject: "sub-2") == nil)
+        // …with the same email: linked when allowed, else a user of its own with an address of its own.
+        let separate = try #require(try await user("sub-9", "cy@example.com", at: "acme", link: false))
+        #expect(separate.id != provisioned.id && separate.email == "sub-9@acme.oidc.invalid")
+        let joined = try #require(try await user("sub-7", "cy@example.com", at: "other", link: true))
+        #expect(joined.id == provisioned.id)
     }
 
     @Test(arguments: kinds) func sessionsAreFoundByTokenListedRevokedAndPruned(kind: TestStoreKind) async throws {
@@ -123,27 +136,34 @@ import Testing
         let store = try await Store.fresh(kind)
         defer { store.close() }
         let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
-        _ = try await store.userStorage.keycloakUser(subject: "ada-sub", email: "ada@example.com", newEmail: nil) { _ in true }
+        _ = try await store.userStorage.providerUser(
+            provider: "keycloak", subject: "ada-sub", email: "ada@example.com", newEmail: nil, separateEmail: "x@keycloak.invalid"
+        ) { _, _ in true }
         let sessions = SessionRepository(store: store)
         let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)
-        let storage = store.keycloakStorage
+        let storage = store.providerStorage
         let expires = Date(timeIntervalSince1970: 2_000_000_000)
-        try await storage.save(KeycloakTokenRecord(
-            sessionId: session.id, accessToken: "a1", refreshToken: "r1", idToken: nil, accessExpiresAt: expires, keycloakSessionId: "sid-1"
+        try await storage.save(ProviderTokenRecord(
+            sessionId: session.id, accessToken: "a1", refreshToken: "r1", idToken: nil, accessExpiresAt: expires, keycloakSessionId: "sid-1",
+            provider: "keycloak"
         ))
-        try await storage.save(KeycloakTokenRecord(
-            sessionId: session.id, accessToken: "a2", refreshToken: "r2", idToken: "i2", accessExpiresAt: expires, keycloakSessionId: "sid-1"
+        try await storage.save(ProviderTokenRecord(
+            sessionId: session.id, accessToken: "a2", refreshToken: "r2", idToken: "i2", accessExpiresAt: expires, keycloakSessionId: "sid-1",
+            provider: "keycloak"
         ))
         let tokens = try #require(try await storage.tokens(ofSession: session.id))
         #expect(tokens.accessToken == "a2" && tokens.refreshToken == "r2" && tokens.idToken == "i2" && tokens.accessExpiresAt == expires)
-        #expect(try await storage.sessions(keycloakSession: "sid-1", subject: "ada-sub").map(\.id) == [session.id])
-        #expect(try await storage.sessions(keycloakSession: "sid-1", subject: "someone-else").isEmpty)
-        #expect(try await storage.sessions(keycloakSession: nil, subject: "ada-sub").map(\.userId) == [ada.id!])
+        #expect(tokens.provider == "keycloak")
+        #expect(try await storage.sessions(provider: "keycloak", providerSession: "sid-1", subject: "ada-sub").map(\.id) == [session.id])
+        #expect(try await storage.sessions(provider: "keycloak", providerSession: "sid-1", subject: "someone-else").isEmpty)
+        #expect(try await storage.sessions(provider: "acme", providerSession: "sid-1", subject: nil).isEmpty, "another provider's sid")
+        #expect(try await storage.sessions(provider: "keycloak", providerSession: nil, subject: "ada-sub").map(\.userId) == [ada.id!])
         try await storage.deleteTokens(ofSession: session.id)
         #expect(try await storage.tokens(ofSession: session.id) == nil)
 
-        let attempt = KeycloakSignInAttempt(
-            state: "state-1", codeVerifier: "verifier", nonce: "nonce", redirectUri: "http://127.0.0.1/cb", returnTo: "/tasks", createdAt: Date()
+        let attempt = BrowserSignInAttempt(
+            state: "state-1", codeVerifier: "verifier", nonce: "nonce", redirectUri: "http://127.0.0.1/cb", returnTo: "/tasks", createdAt: Date(),
+            provider: "keycloak"
         )
         try await storage.insert(attempt, droppingOlderThan: Date().addingTimeInterval(-600))
         #expect(try await storage.take(state: "state-1")?.codeVerifier == "verifier")
@@ -177,7 +197,7 @@ import Testing
     @Test(arguments: kinds) func moreSessionsRefreshingAtOnceThanThePoolHasConnectionsAllFinish(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }
-        let storage = store.keycloakStorage
+        let storage = store.providerStorage
         let finished = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<40 {
                 group.addTask {

@@ -13,24 +13,23 @@ public func buildApplication(
     let store = if let store { store } else { try await Store.open(config.databasePath, logger: logger) }
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
-    let app = try await Foundations(
-        config: config, store: store, logger: logger, mobileServices: mobileServices, keycloakSignIn: keycloakSettings != nil
-    )
+    let providerSettings = try ConfiguredProviders.all(config: config, keycloak: keycloakSettings)
+    let app = try await Foundations(config: config, store: store, logger: logger, mobileServices: mobileServices)
 
     let push = try PushFeature(app)
     let sessions = SessionsFeature(app, ending: push.sessionEnding)
-    let keycloak = KeycloakFeature(app, settings: keycloakSettings, sessions: sessions.sessions)
-    let signIn = SignInFeature(app, sessions: sessions, keycloak: keycloak.sessions)
+    let providers = ProvidersFeature(app, keycloak: keycloakSettings, settings: providerSettings, sessions: sessions.sessions)
+    let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
     let posts = PostsFeature(app)
-    let tasks = try TasksFeature(app, push: push, keycloak: keycloak)
+    let tasks = try TasksFeature(app, push: push, providers: providers)
     // A local demo account is no use when the realm checks every password.
-    let readiness = Readiness(ready: keycloak.sessions != nil || config.demoAccount == nil)
-    if keycloak.sessions == nil, let account = config.demoAccount {
+    let readiness = Readiness(ready: providers.keycloak != nil || config.demoAccount == nil)
+    if providers.keycloak == nil, let account = config.demoAccount {
         app.run(DemoSeeding(account: account, users: sessions.users, posts: posts.posts, readiness: readiness, logger: logger))
     }
 
     let (router, errors) = try buildRouter(
-        app, readiness: readiness, push: push, sessions: sessions, keycloak: keycloak, signIn: signIn, posts: posts, tasks: tasks
+        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks
     )
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
     tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
@@ -57,7 +56,7 @@ public func buildApplication(
 
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
-    _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, keycloak: KeycloakFeature, signIn: SignInFeature,
+    _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
     posts: PostsFeature, tasks: TasksFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
@@ -68,7 +67,7 @@ func buildRouter(
     router.add(middleware: errors)
     router.add(middleware: MethodNotAllowedMiddleware(methods: router.methods, errors: errors))
     router.add(middleware: FileMiddleware(config.publicDirectory, logger: app.logger))
-    try keycloak.addMiddleware(to: router, trustProxy: config.trustProxy)
+    try providers.addMiddleware(to: router, trustProxy: config.trustProxy)
     router.add(middleware: AuthenticationMiddleware(authenticator: signIn.authenticator))
     router.add(middleware: CSRFMiddleware())
 
@@ -76,10 +75,10 @@ func buildRouter(
     MetricsController(metrics: app.metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     PathConfigurationController(configuration: try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)).addRoutes(to: router)
-    MobileServicesController(services: app.mobileServices ?? .embedded, keycloak: keycloak.settings).addRoutes(to: router)
+    MobileServicesController(services: app.mobileServices ?? .embedded, keycloak: providers.keycloakSettings).addRoutes(to: router)
     HistoricalLocationController(views: views).addRoutes(to: router)
     signIn.addRoutes(to: router, views: views)
-    keycloak.addRoutes(to: router, signIn: signIn.signIn, views: views)
+    providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     posts.addRoutes(to: router, views: views, streams: app.streams)
     LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds).addRoutes(to: router)
     push.addRoutes(to: router)

@@ -78,7 +78,7 @@ struct ErrorMiddleware: RouterMiddleware {
         switch error {
         case let error as AppError:
             return (error.status, error.title, error.message)
-        case let error as KeycloakError:
+        case let error as ProviderError:
             return describe(error.appError)
         case let error as HTTPError:
             let message = error.body ?? defaultMessage(error.status)

@@ -15,7 +15,7 @@ final class Foundations {
     let streams: LiveStreams
     private(set) var services: [any Service]
 
-    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?, keycloakSignIn: Bool) async throws {
+    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?) async throws {
         (self.config, self.store, self.logger, self.mobileServices) = (config, store, logger, mobileServices)
         metrics = config.metrics ?? FoyerMetrics()
         services = []
@@ -27,7 +27,7 @@ final class Foundations {
         } else {
             cluster = nil
         }
-        views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, keycloakSignIn: keycloakSignIn)
+        views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL)
         streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)))
         services.append(LiveHeartbeatService(streams: streams))
     }

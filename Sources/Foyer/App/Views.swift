@@ -8,13 +8,10 @@ import Mustache
 public struct Views: Sendable {
     let library: MustacheLibrary
     let layout: CompiledLayout
-    /// The sign-in page offers Keycloak's login page, and asks for a username rather than an email.
-    let keycloakSignIn: Bool
     /// Every page's headers: its type, and its Content-Security-Policy (which allows Turbo's origin, if elsewhere).
     let pageHeaders: HTTPFields
 
-    init(directory: String, turboScriptURL: String, keycloakSignIn: Bool = false) async throws {
-        self.keycloakSignIn = keycloakSignIn
+    init(directory: String, turboScriptURL: String) async throws {
         pageHeaders = HTTPFields(
             [HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .vary, value: "User-Agent")]
                 + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)

@@ -29,7 +29,11 @@ struct AccountController {
             let current: Bool
         }
 
-        struct Keycloak: Sendable {
+        /// What the provider this sign-in came from says about you.
+        struct Provider: Sendable {
+            /// `keycloak-claims`, `acme-sso-claims`.
+            let id: String
+            let displayName: String
             let claims: [[String: String]]
             let ownToken: Bool
         }
@@ -37,7 +41,7 @@ struct AccountController {
         let email: String
         let devices: [Device]
         let hasOtherDevices: Bool
-        let keycloak: Keycloak?
+        let provider: Provider?
     }
 
     @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
@@ -51,12 +55,14 @@ struct AccountController {
                 current: session.id == identity.session?.id
             )
         }
-        let keycloak = try await signIn.keycloak?.claims(of: identity).map {
-            AccountView.Keycloak(claims: Self.readable($0), ownToken: identity.keycloakToken != nil)
+        let provider = try await signIn.providers.claims(of: identity).map { provider, claims in
+            AccountView.Provider(
+                id: "\(provider.name)-claims", displayName: provider.displayName, claims: Self.readable(claims), ownToken: identity.providerToken != nil
+            )
         }
         let account = AccountView(
             email: identity.user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
-            hasOtherDevices: devices.contains { !$0.current }, keycloak: keycloak
+            hasOtherDevices: devices.contains { !$0.current }, provider: provider
         )
         return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context)
     }

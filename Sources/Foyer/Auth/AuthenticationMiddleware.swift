@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// Attaches the caller's identity to the context. Rejects only a Keycloak token that does not verify
+/// Attaches the caller's identity to the context. Rejects only a provider's token that does not verify
 /// (RFC 6750: 401 `invalid_token`); routes decide what needs a user.
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = FoyerRequestContext
@@ -42,17 +42,22 @@ struct AuthenticationMiddleware: RouterMiddleware {
     }
 }
 
-/// Whose token this is: a Foyer session token (opaque), or, when Keycloak is configured, a Keycloak access token
-/// an app got for itself (a JWT).
+/// Whose token this is: a Foyer session token, or, when providers are configured, an access token an app got
+/// for itself from one of them (a JWT, or an opaque token their introspection vouches for).
 struct Authenticator: Sendable {
     let sessions: SessionRepository
-    let keycloak: KeycloakSessions?
+    let providers: IdentityProviders
 
-    /// nil for an unknown or revoked session token; AuthenticationRequired for a Keycloak token that does not verify.
+    /// nil for an unknown or revoked session token; AuthenticationRequired for a provider's token that does not verify.
     func identity(token: String, credential: Identity.Credential, request: Request) async throws -> Identity? {
-        if credential == .bearer, let keycloak, UnverifiedJWT.isJWT(token) {
-            return try await keycloak.identity(forAccessToken: token, request: request)
+        if credential == .bearer, !providers.isEmpty, UnverifiedJWT.isJWT(token) {
+            return try await providers.identity(forAccessToken: token, request: request)
         }
-        return try await sessions.find(token: token).map { Identity(user: $1, session: $0, credential: credential, token: token) }
+        if let found = try await sessions.find(token: token) {
+            return Identity(user: found.1, session: found.0, credential: credential, token: token)
+        }
+        // Never a token shaped like Foyer's own: those are not the provider's to see.
+        guard credential == .bearer, !providers.isEmpty, !SessionRepository.looksLikeSessionToken(token) else { return nil }
+        return try await providers.identity(forOpaqueAccessToken: token)
     }
 }

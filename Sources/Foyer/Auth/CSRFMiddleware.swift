@@ -13,11 +13,9 @@ struct CSRFMiddleware: RouterMiddleware {
     static let fieldName = "authenticity_token"
     /// Routes whose answer sets the session cookie: refused cross-site even without a cookie.
     static let signInPaths: Set<String> = ["/sign_in", "/api/v1/sessions", "/api/v1/sessions.json"]
-    /// Server-to-server routes: no browser, no cookie, their own proof (a signed logout token).
-    static let serverToServerPaths: Set<String> = [BackChannelLogoutController.path]
-
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard !request.method.isSafe, !Self.serverToServerPaths.contains(request.uri.path) else {
+        // Server-to-server routes: no browser, no cookie, their own proof (a signed logout token).
+        guard !request.method.isSafe, !BackChannelLogoutController.isLogoutPath(request.uri.path) else {
             return try await next(request, context)
         }
         if let origin = request.crossSiteOrigin, request.headers[.cookie] != nil || Self.signInPaths.contains(request.uri.path) {

@@ -10,28 +10,28 @@ public struct Identity: Sendable {
     }
 
     public let user: User
-    /// The Foyer session; nil for an app that presented its own Keycloak access token instead of signing in here.
+    /// The Foyer session; nil for an app that presented its provider's access token instead of signing in here.
     public let session: AuthSession?
     public let credential: Credential
     /// The raw token as presented: needed to hand a Bearer sign-in over to the WebView's cookie.
     let token: String
-    /// The Keycloak access token the caller presented, verified: relayed upstream as it is.
-    let keycloakToken: VerifiedKeycloakToken?
+    /// The provider's access token the caller presented, verified: relayed upstream as it is.
+    let providerToken: VerifiedToken?
 
     init(user: User, session: AuthSession, credential: Credential, token: String) {
         self.user = user
         self.session = session
         self.credential = credential
         self.token = token
-        keycloakToken = nil
+        providerToken = nil
     }
 
-    init(user: User, keycloakToken: VerifiedKeycloakToken) {
+    init(user: User, providerToken: VerifiedToken) {
         self.user = user
         session = nil
         credential = .bearer
-        token = keycloakToken.raw
-        self.keycloakToken = keycloakToken
+        token = providerToken.raw
+        self.providerToken = providerToken
     }
 
     public var userId: Int64 { user.id ?? 0 }
@@ -47,5 +47,6 @@ public struct AuthenticationRequired: Error {
     }
 }
 
-/// A caller's realm roles, or nil when accounts carry no roles (local accounts): then no check by role applies.
+/// A caller's roles at their provider, or nil when their account carries none (local accounts, providers without a
+/// roles claim): then no check by role applies.
 typealias RealmRoleSource = @Sendable (Identity) async throws -> Set<String>?

@@ -19,10 +19,12 @@ struct SessionsAPIController {
         signedIn.get("/api/v1/session/cookie", use: cookie)
     }
 
-    static let noFoyerSession = AppError(
-        .notFound, title: "No Foyer session",
-        message: "This request carries a Keycloak access token, not a Foyer session: there is no Foyer session to end. Sign out at Keycloak."
-    )
+    static func noFoyerSession(_ provider: String) -> AppError {
+        AppError(
+            .notFound, title: "No Foyer session",
+            message: "This request carries a \(provider) access token, not a Foyer session: there is no Foyer session to end. Sign out at \(provider)."
+        )
+    }
 
     struct SessionJSON: Encodable {
         let id: String
@@ -60,12 +62,35 @@ struct SessionsAPIController {
         }
     }
 
+    /// A password (`email`/`username` and `password`, checked by whoever holds the accounts, or by the provider the
+    /// body names), or a native app's ID token (`{"provider", "id_token", "nonce"}`): `201` with the session either way.
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        guard let verified = try await signIn.verify(login: credentials.email, password: credentials.password, request: request, context: context) else {
-            var response = Response.json(["error": SignIn.wrongCredentials], status: .unauthorized)
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
+        let provider = try credentials.provider.map(provider(named:))
+        let verified: SignIn.Verified
+        switch credentials.proof {
+        case .idToken(let idToken, let nonce):
+            guard let provider else { throw AppError(.unprocessableContent, message: "Name the provider that issued the ID token: {\"provider\": \"…\", \"id_token\": \"…\"}") }
+            do {
+                verified = try await signIn.verify(idToken: idToken, nonce: nonce, provider: provider, request: request, context: context)
+            } catch let rejected as TokenRejected {
+                var response = Response.json(["error": rejected.description], status: .unauthorized)
+                response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\""
+                return response
+            }
+        case .password(let login, let password):
+            if let provider, !(try await provider.client.endpoints().allowsPasswordGrant), provider !== signIn.providers.passwordChecker {
+                throw AppError(
+                    .unprocessableContent,
+                    message: "\(provider.settings.displayName) does not allow signing in with a password here (its discovery lists no password grant): sign in at \(provider.settings.signInPath), or send its ID token"
+                )
+            }
+            guard let found = try await signIn.verify(login: login, password: password, provider: provider, request: request, context: context) else {
+                var response = Response.json(["error": SignIn.wrongCredentials], status: .unauthorized)
+                response.headers[.wwwAuthenticate] = "Bearer"
+                return response
+            }
+            verified = found
         }
         let (session, token) = try await signIn.openSession(for: verified, request: request, context: context)
         var response = Response.json(SessionJSON(session, user: verified.user, current: true), status: .created)
@@ -73,6 +98,18 @@ struct SessionsAPIController {
         response.headers[.cacheControl] = "no-store"
         response.setCookie(signIn.cookie(token: token, request: request))
         return response
+    }
+
+    private func provider(named name: String) throws -> ProviderSessions {
+        guard let provider = signIn.providers.named(name) else {
+            let known = signIn.providers.all.map(\.name)
+            throw AppError(
+                .unprocessableContent,
+                message: known.isEmpty ? "Foyer signs in with no provider named \(name): it has local accounts only"
+                    : "Foyer signs in with no provider named \(name); it knows \(known.joined(separator: ", "))"
+            )
+        }
+        return provider
     }
 
     @Sendable func list(request: Request, context: SignedInContext) async throws -> Response {
@@ -85,7 +122,9 @@ struct SessionsAPIController {
     @Sendable func revoke(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
         let requested = try context.parameters.require("id")
-        guard let id = requested == "current" ? identity.session?.id : requested else { throw Self.noFoyerSession }
+        guard let id = requested == "current" ? identity.session?.id : requested else {
+            throw Self.noFoyerSession(try await signIn.providers.provider(of: identity)?.settings.displayName ?? "your provider")
+        }
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with id \(requested)")
         }
@@ -102,8 +141,23 @@ struct SessionsAPIController {
             let id: Int64
             let email: String
             let createdAt: Date
+            /// The provider this sign-in came from (`ProviderSettings.name`); null for a local account's password.
+            let provider: String?
+
+            enum CodingKeys: String, CodingKey {
+                case id, email, createdAt, provider
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(id, forKey: .id)
+                try container.encode(email, forKey: .email)
+                try container.encode(createdAt, forKey: .createdAt)
+                try container.encode(provider, forKey: .provider)
+            }
         }
-        return .json(Me(id: identity.userId, email: identity.user.email, createdAt: identity.user.createdAt))
+        let provider = try await signIn.providers.provider(of: identity)?.name
+        return .json(Me(id: identity.userId, email: identity.user.email, createdAt: identity.user.createdAt, provider: provider))
     }
 
     /// A native app that signed in through the API loads this in its WebView with its Bearer token, so the
@@ -111,13 +165,13 @@ struct SessionsAPIController {
     @Sendable func cookie(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
         var token = identity.token
-        if identity.session == nil, let presented = identity.keycloakToken {
+        if identity.session == nil, let presented = identity.providerToken, let provider = signIn.providers.named(presented.provider) {
             // An app signed in with AppAuth: its WebView gets a Foyer session relaying that access token until it
             // expires; then the WebView's 401 makes the app hand over a fresh one.
-            let tokens = KeycloakTokenSet(
+            let tokens = ProviderTokenSet(
                 accessToken: presented.raw, expiresIn: Int(presented.expiresAt.timeIntervalSinceNow), refreshToken: nil, idToken: nil
             )
-            token = try await signIn.openSession(for: .init(user: identity.user, keycloakTokens: tokens), request: request, context: context).token
+            token = try await signIn.openSession(for: .init(user: identity.user, provider: provider, tokens: tokens), request: request, context: context).token
         }
         var response: Response
         if let returnTo = request.uri.queryParameters["return_to"].map(String.init) {
@@ -132,17 +186,29 @@ struct SessionsAPIController {
 }
 
 /// `email` (or `username`) and `password`, as JSON — flat or nested under `session`/`user`, as Rails clients send —
-/// or as a urlencoded form.
+/// or as a urlencoded form; or a native app's `id_token` (and `nonce`). `provider` names who checks either.
 struct Credentials {
-    let email: String
-    let password: String
+    enum Proof {
+        case password(login: String, password: String)
+        case idToken(String, nonce: String?)
+    }
+
+    let provider: String?
+    let proof: Proof
 
     private struct Body: Decodable {
         var email: String?
         var username: String?
         var password: String?
+        var provider: String?
+        var idToken: String?
+        var nonce: String?
         var session: Nested?
         var user: Nested?
+
+        enum CodingKeys: String, CodingKey {
+            case email, username, password, provider, nonce, session, user, idToken = "id_token"
+        }
 
         struct Nested: Decodable {
             var email: String?
@@ -155,7 +221,7 @@ struct Credentials {
         var request = request
         let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
         let text = String(buffer: buffer)
-        var email: String?, password: String?
+        var email: String?, password: String?, provider: String?, idToken: String?, nonce: String?
         let looksLikeJSON = request.isJSONBody || (!request.isFormEncoded && text.first(where: { !$0.isWhitespace }) == "{")
         if looksLikeJSON {
             let body: Body
@@ -167,15 +233,22 @@ struct Credentials {
             let nested = body.session ?? body.user
             email = body.email ?? body.username ?? nested?.email ?? nested?.username
             password = body.password ?? nested?.password
+            (provider, idToken, nonce) = (body.provider, body.idToken, body.nonce)
         } else {
             let fields = FormFields.parse(text)
             email = fields["email"] ?? fields["username"] ?? fields["session[email]"] ?? fields["user[email]"]
             password = fields["password"] ?? fields["session[password]"] ?? fields["user[password]"]
+            (provider, idToken, nonce) = (fields["provider"], fields["id_token"], fields["nonce"])
+        }
+        provider = provider.flatMap { $0.isEmpty ? nil : $0 }
+        if let idToken {
+            guard !idToken.isEmpty else { throw AppError(.unprocessableContent, message: "The id_token is empty") }
+            return Credentials(provider: provider, proof: .idToken(idToken, nonce: nonce.flatMap { $0.isEmpty ? nil : $0 }))
         }
         let missing = [("email", email), ("password", password)].filter { $0.1?.isEmpty ?? true }.map(\.0)
         guard missing.isEmpty, let email, let password else {
-            throw AppError(.unprocessableContent, message: "Missing \(missing.joined(separator: " and ")): send email and password")
+            throw AppError(.unprocessableContent, message: "Missing \(missing.joined(separator: " and ")): send email and password (or a provider's id_token)")
         }
-        return Credentials(email: email, password: password)
+        return Credentials(provider: provider, proof: .password(login: email, password: password))
     }
 }

@@ -8,24 +8,61 @@ struct SignIn: Sendable {
 
     let users: UserRepository
     let sessions: SessionRepository
-    /// When set, passwords are checked by the Keycloak realm and its tokens kept with each session.
-    let keycloak: KeycloakSessions?
+    /// The providers people may sign in with; when Keycloak is one, it checks every password and its tokens are
+    /// kept with each session.
+    let providers: IdentityProviders
     let throttle: SignInThrottle
     let secureCookies: Bool
     let trustProxy: Bool
     let sessionLifetime: SessionLifetime
     let metrics: FoyerMetrics
 
-    /// Someone whose password checked out, with the Keycloak tokens that came with it (if Keycloak checked it).
+    /// Someone who proved who they are, with what their provider handed over (nothing for a local account).
     struct Verified {
         let user: User
-        let keycloakTokens: KeycloakTokenSet?
+        let provider: ProviderSessions?
+        /// From the provider's token endpoint (code, password or refresh grant).
+        let tokens: ProviderTokenSet?
+        /// A native app's ID token, verified.
+        let idToken: VerifiedToken?
+
+        init(user: User, provider: ProviderSessions? = nil, tokens: ProviderTokenSet? = nil, idToken: VerifiedToken? = nil) {
+            (self.user, self.provider, self.tokens, self.idToken) = (user, provider, tokens, idToken)
+        }
     }
 
-    /// Checks a login (an email, or a Keycloak username) and password with whoever holds the accounts;
-    /// nil when they are wrong. Keycloak not answering is a 503, not a wrong password. Throws
-    /// `SignInThrottle.Throttled` without checking anything when the login or the client failed too often.
-    func verify(login: String, password: String, request: Request, context: FoyerRequestContext) async throws -> Verified? {
+    /// Checks a login (an email, or a provider's username) and password with whoever holds the accounts (`provider`
+    /// when named, else Keycloak when configured, else the local accounts); nil when they are wrong. A provider not
+    /// answering is a 503, not a wrong password. Throws `SignInThrottle.Throttled` without checking anything when
+    /// the login or the client failed too often.
+    func verify(
+        login: String, password: String, provider: ProviderSessions? = nil, request: Request, context: FoyerRequestContext
+    ) async throws -> Verified? {
+        try await throttled(login: login, request: request, context: context) {
+            try await check(login: login, password: password, provider: provider ?? providers.passwordChecker)
+        }
+    }
+
+    /// A native app's ID token from `provider`: TokenRejected says why it is refused (each refusal counted by the
+    /// throttle like a wrong password, so forged tokens cannot be tried without end).
+    func verify(idToken: String, nonce: String?, provider: ProviderSessions, request: Request, context: FoyerRequestContext) async throws -> Verified {
+        var rejection: TokenRejected?
+        let verified = try await throttled(login: "id_token@\(provider.name)", request: request, context: context) { () -> Verified? in
+            do {
+                let (user, token) = try await provider.user(signedInWithIDToken: idToken, nonce: nonce)
+                return Verified(user: user, provider: provider, idToken: token)
+            } catch let rejected as TokenRejected {
+                rejection = rejected
+                return nil
+            }
+        }
+        guard let verified else { throw rejection ?? TokenRejected("The ID token was refused") }
+        return verified
+    }
+
+    private func throttled(
+        login: String, request: Request, context: FoyerRequestContext, _ check: () async throws -> Verified?
+    ) async throws -> Verified? {
         let attempt: SignInThrottle.Attempt
         do {
             attempt = try await throttle.begin(login: login, clientIP: request.clientIP(context: context, trustProxy: trustProxy))
@@ -35,7 +72,7 @@ struct SignIn: Sendable {
         }
         let verified: Verified?
         do {
-            verified = try await check(login: login, password: password)
+            verified = try await check()
         } catch {
             metrics.signIn(.refused)
             try? await throttle.abandon(attempt)
@@ -46,11 +83,11 @@ struct SignIn: Sendable {
         return verified
     }
 
-    private func check(login: String, password: String) async throws -> Verified? {
-        guard let keycloak else {
-            return try await users.authenticate(email: login, password: password).map { Verified(user: $0, keycloakTokens: nil) }
+    private func check(login: String, password: String, provider: ProviderSessions?) async throws -> Verified? {
+        guard let provider else {
+            return try await users.authenticate(email: login, password: password).map { Verified(user: $0) }
         }
-        return try await keycloak.authenticate(username: login, password: password).map { Verified(user: $0, keycloakTokens: $1) }
+        return try await provider.authenticate(username: login, password: password).map { Verified(user: $0, provider: provider, tokens: $1) }
     }
 
     func openSession(for verified: Verified, request: Request, context: some RemoteAddressRequestContext) async throws -> (AuthSession, token: String) {
@@ -59,17 +96,19 @@ struct SignIn: Sendable {
             userAgent: request.headers[.userAgent],
             ipAddress: request.clientIP(context: context, trustProxy: trustProxy)
         )
-        if let tokens = verified.keycloakTokens {
-            try await keycloak?.keep(tokens, forSession: session.id)
+        if let provider = verified.provider, let tokens = verified.tokens {
+            try await provider.keep(tokens, forSession: session.id)
+        } else if let provider = verified.provider, let idToken = verified.idToken {
+            try await provider.keep(idToken: idToken, forSession: session.id)
         }
         metrics.signIn(.success)
         return (session, token)
     }
 
-    /// Ends one of the user's sessions, and its Keycloak session with it; false when it is not theirs or not live.
+    /// Ends one of the user's sessions, and its provider's session with it; false when it is not theirs or not live.
     func revoke(session id: String, userId: Int64) async throws -> Bool {
         guard try await sessions.revoke(id: id, userId: userId) else { return false }
-        try await keycloak?.logout(session: id)
+        try await providers.logout(session: id)
         return true
     }
 

@@ -3,13 +3,13 @@ struct SignInFeature {
     let signIn: SignIn
     let authenticator: Authenticator
 
-    init(_ app: Foundations, sessions: SessionsFeature, keycloak: KeycloakSessions?) {
+    init(_ app: Foundations, sessions: SessionsFeature, providers: IdentityProviders) {
         signIn = SignIn(
-            users: sessions.users, sessions: sessions.sessions, keycloak: keycloak, throttle: sessions.throttle,
+            users: sessions.users, sessions: sessions.sessions, providers: providers, throttle: sessions.throttle,
             secureCookies: app.config.secureCookies, trustProxy: app.config.trustProxy, sessionLifetime: app.config.sessionLifetime,
             metrics: app.metrics
         )
-        authenticator = Authenticator(sessions: sessions.sessions, keycloak: keycloak)
+        authenticator = Authenticator(sessions: sessions.sessions, providers: providers)
     }
 
     func addRoutes(to router: FoyerRouter, views: Views) {

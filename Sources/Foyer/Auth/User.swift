@@ -10,8 +10,6 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var email: String
     public var passwordHash: String
     public var createdAt: Date
-    /// The Keycloak realm's `sub`, for users who sign in there; nil for local accounts.
-    public var keycloakSubject: String? = nil
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
@@ -25,9 +23,10 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
 
     public var publicView: Public { Public(id: id ?? 0, email: email) }
 
-    /// Keycloak users have no local password: theirs is checked by the realm.
+    /// Users of identity providers have no local password: theirs is checked by the provider. (The value is
+    /// from when Keycloak was the only one.)
     static let noLocalPassword = "!keycloak"
-    var signsInWithKeycloak: Bool { passwordHash == Self.noLocalPassword }
+    var hasLocalPassword: Bool { passwordHash != Self.noLocalPassword }
 
     static func normalize(email: String) -> String {
         email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
@@ -74,7 +73,7 @@ public struct UserRepository: Sendable {
             throw UserError.passwordTooShort(minimum: Self.minimumPasswordLength)
         }
         let hash = try await passwords.hash(password)
-        return try await storage.insert(email: email, passwordHash: hash, keycloakSubject: nil, at: Date())
+        return try await storage.insert(email: email, passwordHash: hash, at: Date())
     }
 
     public func count() async throws -> Int {
@@ -85,7 +84,7 @@ public struct UserRepository: Sendable {
     public func authenticate(email: String, password: String) async throws -> User? {
         let normalized = User.normalize(email: email)
         let user = try await storage.find(email: normalized)
-        guard let user, !user.signsInWithKeycloak else {
+        guard let user, user.hasLocalPassword else {
             try await passwords.verifyDecoy(password)
             return nil
         }

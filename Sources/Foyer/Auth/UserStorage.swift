@@ -2,16 +2,21 @@ import Foundation
 import GRDB
 import PostgresNIO
 
-/// The rows behind `UserRepository` and Keycloak's accounts.
+/// The rows behind `UserRepository` and the accounts of identity providers (`user_identities`: provider, `sub`).
 protocol UserStorage: Sendable {
     /// Throws `UserError.emailTaken` when an account has that (normalized) email.
-    func insert(email: String, passwordHash: String, keycloakSubject: String?, at date: Date) async throws -> User
+    func insert(email: String, passwordHash: String, at date: Date) async throws -> User
     func count() async throws -> Int
     func find(email: String) async throws -> User?
-    func find(keycloakSubject: String) async throws -> User?
-    /// Matched by `subject`, else the local account with `email` is linked (if `linkLocal` allows: returns nil
-    /// when it does not), else a user is provisioned. The email becomes `newEmail` when given and free.
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User?
+    func find(provider: String, subject: String) async throws -> User?
+    /// Matched by provider and `subject`; else the user who has `email` is linked when `link(user, hasIdentities)`
+    /// allows (else nil), else a user is provisioned: with `email`, or with `separateEmail` when `email` belongs to a
+    /// user that could not be linked because another provider's identity holds it. The email becomes `newEmail`
+    /// when given and free.
+    func providerUser(
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
+    ) async throws -> User?
 }
 
 extension Store {
@@ -21,10 +26,10 @@ extension Store {
 struct SQLiteUserStorage: UserStorage {
     let database: any DatabaseWriter
 
-    func insert(email: String, passwordHash: String, keycloakSubject: String?, at date: Date) async throws -> User {
+    func insert(email: String, passwordHash: String, at date: Date) async throws -> User {
         do {
             return try await database.write { db in
-                var user = User(id: nil, email: email, passwordHash: passwordHash, createdAt: date, keycloakSubject: keycloakSubject)
+                var user = User(id: nil, email: email, passwordHash: passwordHash, createdAt: date)
                 try user.insert(db)
                 return user
             }
@@ -41,13 +46,18 @@ struct SQLiteUserStorage: UserStorage {
         try database.readStatementNow { db in try User.filter(Column("email") == email).fetchOne(db) }
     }
 
-    func find(keycloakSubject: String) async throws -> User? {
-        try database.readStatementNow { db in try User.filter(Column("keycloak_subject") == keycloakSubject).fetchOne(db) }
+    private static let byIdentity = "SELECT users.* FROM users JOIN user_identities i ON i.user_id = users.id WHERE i.provider = ? AND i.subject = ?"
+
+    func find(provider: String, subject: String) async throws -> User? {
+        try database.readStatementNow { db in try User.fetchOne(db, sql: Self.byIdentity, arguments: [provider, subject]) }
     }
 
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {
+    func providerUser(
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
+    ) async throws -> User? {
         try await database.write { db in
-            if var user = try User.filter(Column("keycloak_subject") == subject).fetchOne(db) {
+            if var user = try User.fetchOne(db, sql: Self.byIdentity, arguments: [provider, subject]) {
                 if let newEmail, user.email != newEmail,
                     try User.filter(Column("email") == newEmail && Column("id") != user.id).fetchCount(db) == 0
                 {
@@ -56,14 +66,19 @@ struct SQLiteUserStorage: UserStorage {
                 }
                 return user
             }
-            if var local = try User.filter(Column("email") == email).fetchOne(db) {
-                guard linkLocal(local) else { return nil }
-                local.keycloakSubject = subject
-                try local.update(db)
-                return local
+            var email = email
+            if let existing = try User.filter(Column("email") == email).fetchOne(db), let id = existing.id {
+                let hasIdentities = try Int.fetchOne(db, sql: "SELECT count(*) FROM user_identities WHERE user_id = ?", arguments: [id]) ?? 0 > 0
+                if link(existing, hasIdentities) {
+                    try db.execute(sql: "INSERT INTO user_identities (provider, subject, user_id) VALUES (?, ?, ?)", arguments: [provider, subject, id])
+                    return existing
+                }
+                guard hasIdentities else { return nil }
+                email = separateEmail
             }
-            var user = User(id: nil, email: email, passwordHash: User.noLocalPassword, createdAt: Date(), keycloakSubject: subject)
+            var user = User(id: nil, email: email, passwordHash: User.noLocalPassword, createdAt: Date())
             try user.insert(db)
+            try db.execute(sql: "INSERT INTO user_identities (provider, subject, user_id) VALUES (?, ?, ?)", arguments: [provider, subject, user.id])
             return user
         }
     }
@@ -73,7 +88,7 @@ struct SQLiteUserStorage: UserStorage {
 enum PostgresUsers {
     /// The user columns of a join, renamed with `prefix` so they cannot clash with the other table's.
     static func columns(as prefix: String) -> String {
-        ["id", "email", "password_hash", "created_at", "keycloak_subject"].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
+        ["id", "email", "password_hash", "created_at"].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
     }
 
     static func user(_ row: PostgresRandomAccessRow, prefix: String = "") throws -> User {
@@ -84,14 +99,13 @@ enum PostgresUsers {
 struct PostgresUserStorage: UserStorage {
     let store: PostgresStore
 
-    func insert(email: String, passwordHash: String, keycloakSubject: String?, at date: Date) async throws -> User {
+    func insert(email: String, passwordHash: String, at date: Date) async throws -> User {
         do {
             let rows = try await store.query("""
-                INSERT INTO users (email, password_hash, created_at, keycloak_subject)
-                VALUES (\(email), \(passwordHash), \(date), \(keycloakSubject)) RETURNING id
+                INSERT INTO users (email, password_hash, created_at) VALUES (\(email), \(passwordHash), \(date)) RETURNING id
                 """)
             let id = try rows[0].decode(Int64.self)
-            return User(id: id, email: email, passwordHash: passwordHash, createdAt: date, keycloakSubject: keycloakSubject)
+            return User(id: id, email: email, passwordHash: passwordHash, createdAt: date)
         } catch where PostgresStore.isUniqueViolation(error) {
             throw UserError.emailTaken(email)
         }
@@ -105,16 +119,24 @@ struct PostgresUserStorage: UserStorage {
         try await store.query("SELECT * FROM users WHERE lower(email) = lower(\(email))").first.map { try PostgresUsers.user($0.makeRandomAccess()) }
     }
 
-    func find(keycloakSubject: String) async throws -> User? {
-        try await store.query("SELECT * FROM users WHERE keycloak_subject = \(keycloakSubject)").first.map { try PostgresUsers.user($0.makeRandomAccess()) }
+    func find(provider: String, subject: String) async throws -> User? {
+        try await store.query("""
+            SELECT users.* FROM users JOIN user_identities i ON i.user_id = users.id WHERE i.provider = \(provider) AND i.subject = \(subject)
+            """).first.map { try PostgresUsers.user($0.makeRandomAccess()) }
     }
 
-    func keycloakUser(subject: String, email: String, newEmail: String?, linkLocal: @escaping @Sendable (User) -> Bool) async throws -> User? {
+    func providerUser(
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
+    ) async throws -> User? {
         let logger = store.logger
         return try await store.transaction { connection in
-            // Two first sign-ins of one realm user at once: the second waits here and then finds the first's row.
-            try await connection.run("SELECT pg_advisory_xact_lock(hashtext(\(subject)))", logger: logger)
-            if let row = try await connection.run("SELECT * FROM users WHERE keycloak_subject = \(subject)", logger: logger).first {
+            // Two first sign-ins of one provider user at once: the second waits here and then finds the first's row.
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtext(\(provider + " " + subject)))", logger: logger)
+            if let row = try await connection.run("""
+                SELECT users.* FROM users JOIN user_identities i ON i.user_id = users.id WHERE i.provider = \(provider) AND i.subject = \(subject)
+                """, logger: logger).first
+            {
                 var user = try PostgresUsers.user(row.makeRandomAccess())
                 if let newEmail, user.email != newEmail {
                     let moved = try await connection.run("""
@@ -125,19 +147,27 @@ struct PostgresUserStorage: UserStorage {
                 }
                 return user
             }
+            var email = email
             if let row = try await connection.run("SELECT * FROM users WHERE lower(email) = lower(\(email)) FOR UPDATE", logger: logger).first {
-                var local = try PostgresUsers.user(row.makeRandomAccess())
-                guard linkLocal(local) else { return nil }
-                try await connection.run("UPDATE users SET keycloak_subject = \(subject) WHERE id = \(local.id)", logger: logger)
-                local.keycloakSubject = subject
-                return local
+                let existing = try PostgresUsers.user(row.makeRandomAccess())
+                let hasIdentities = try await connection.run(
+                    "SELECT count(*) FROM user_identities WHERE user_id = \(existing.id)", logger: logger
+                )[0].decode(Int.self) > 0
+                if link(existing, hasIdentities) {
+                    try await connection.run(
+                        "INSERT INTO user_identities (provider, subject, user_id) VALUES (\(provider), \(subject), \(existing.id))", logger: logger
+                    )
+                    return existing
+                }
+                guard hasIdentities else { return nil }
+                email = separateEmail
             }
             let now = Date()
             let id = try await connection.run("""
-                INSERT INTO users (email, password_hash, created_at, keycloak_subject)
-                VALUES (\(email), \(User.noLocalPassword), \(now), \(subject)) RETURNING id
+                INSERT INTO users (email, password_hash, created_at) VALUES (\(email), \(User.noLocalPassword), \(now)) RETURNING id
                 """, logger: logger)[0].decode(Int64.self)
-            return User(id: id, email: email, passwordHash: User.noLocalPassword, createdAt: now, keycloakSubject: subject)
+            try await connection.run("INSERT INTO user_identities (provider, subject, user_id) VALUES (\(provider), \(subject), \(id))", logger: logger)
+            return User(id: id, email: email, passwordHash: User.noLocalPassword, createdAt: now)
         }
     }
 }

@@ -51,12 +51,12 @@ struct WebSessionController {
         return response
     }
 
-    /// Revokes the session; a browser that signed in through Keycloak then goes on to the realm's end_session_endpoint
-    /// (RP-initiated logout) so its Keycloak browser session ends too, and comes back to Foyer from there.
+    /// Revokes the session; a browser that signed in through a provider then goes on to its end_session_endpoint
+    /// (RP-initiated logout) so its browser session there ends too, and comes back to Foyer from there.
     @Sendable func destroy(request: Request, context: FoyerRequestContext) async throws -> Response {
         var location = "/"
         if let identity = context.identity, let session = identity.session {
-            // Read before revoking: revoking drops the session's Keycloak tokens.
+            // Read before revoking: revoking drops the session's provider tokens.
             let endSession = try await endSessionURL(forSession: session.id, request: request)
             _ = try await signIn.revoke(session: session.id, userId: identity.userId)
             location = endSession ?? location
@@ -67,11 +67,11 @@ struct WebSessionController {
     }
 
     private func endSessionURL(forSession sessionID: String, request: Request) async throws -> String? {
-        guard let keycloak = signIn.keycloak, keycloak.client.settings.frontChannelLogout, !request.isNativeShell,
-            let idToken = try await keycloak.tokens(ofSession: sessionID)?.idToken,
-            let endpoint = try? await keycloak.client.endpoints().endSessionEndpoint
+        guard !request.isNativeShell, let (provider, tokens) = try await signIn.providers.ofSession(sessionID),
+            provider.settings.frontChannelLogout, let idToken = tokens.idToken,
+            let endpoint = try? await provider.client.endpoints().endSessionEndpoint
         else { return nil }
-        let settings = keycloak.client.settings
+        let settings = provider.settings
         let parameters = [
             "id_token_hint": idToken, "client_id": settings.clientID,
             "post_logout_redirect_uri": settings.postLogoutRedirectURI ?? request.publicOrigin(trustProxy: signIn.trustProxy) + "/",
@@ -80,30 +80,54 @@ struct WebSessionController {
     }
 }
 
-/// The sign-in page, wherever someone must sign in: its own route, a protected page's 401, a failed Keycloak return.
+/// The sign-in page, wherever someone must sign in: its own route, a protected page's 401, a failed provider return.
 struct SignInForm: Sendable {
     let views: Views
     let signIn: SignIn
+
+    /// `sessions/new`: one button per provider, next to the password form (which asks for a username when a
+    /// provider holds the passwords).
+    struct SignInView: Sendable {
+        struct ProviderButton: Sendable {
+            /// `keycloak-sign-in`, `acme-sso-sign-in`: what tests and scripts find it by.
+            let id: String
+            let label: String
+            let start: String
+        }
+
+        let email: String
+        let returnTo: String?
+        let message: String?
+        let csrfToken: String?
+        let providers: [ProviderButton]
+        let hasProviders: Bool
+        /// Set when a provider checks passwords: its display name.
+        let passwordProvider: String?
+    }
 
     func page(
         request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?,
         message: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
-        var values: [String: Any] = ["title": "Sign in", "email": email, "form_page": true]
-        if views.keycloakSignIn {
-            let start = returnTo.map { "/sign_in/keycloak?return_to=" + FormEncoding.escape($0) } ?? "/sign_in/keycloak"
-            values["keycloak"] = ["start": start]
+        let buttons = signIn.providers.all.map { provider in
+            let path = provider.settings.signInPath
+            return SignInView.ProviderButton(
+                id: "\(provider.name)-sign-in", label: "Sign in with \(provider.settings.displayName)",
+                start: returnTo.map { path + "?return_to=" + FormEncoding.escape($0) } ?? path
+            )
         }
-        values["return_to"] = returnTo
-        values["message"] = message
         // Signed in with the cookie, the session's own CSRF token guards the form; otherwise a pre-session token.
         var formCookie: Cookie?
+        var csrfToken: String?
         if context.identity?.credential != .cookie {
             let (token, cookie) = SignInFormToken.forPage(request: request, secure: signIn.cookiesAreSecure(for: request))
-            values["csrf_token"] = token
-            formCookie = cookie
+            (csrfToken, formCookie) = (token, cookie)
         }
-        var response = views.page("sessions/new", values, request: request, context: context, status: status)
+        let view = SignInView(
+            email: email, returnTo: returnTo, message: message, csrfToken: csrfToken, providers: buttons, hasProviders: !buttons.isEmpty,
+            passwordProvider: signIn.providers.passwordChecker?.settings.displayName
+        )
+        var response = views.page("sessions/new", ["title": "Sign in", "form_page": true, "signIn": view], request: request, context: context, status: status)
         if let formCookie { response.setCookie(formCookie) }
         return response
     }

@@ -59,6 +59,31 @@ public struct FoyerConfig: Sendable {
     public var keycloakPostLogoutRedirectURI: String?
     /// Only ever from the environment; nil for a public client.
     public var keycloakClientSecret: String?
+    /// Comma-separated client ids of the native apps whose realm ID tokens `POST /api/v1/sessions` accepts.
+    public var keycloakAppClientIDs: String?
+    /// Any OpenID Connect provider, by discovery (`--oidc-issuer` and its siblings): one provider besides
+    /// Keycloak, named by `--oidc-name`. More come from `--oidc-providers FILE`.
+    public var oidcIssuer: String?
+    public var oidcClientID: String?
+    /// Only ever from the environment (`FOYER_OIDC_CLIENT_SECRET`); nil for a public client.
+    public var oidcClientSecret: String?
+    public var oidcScopes: String?
+    /// What the sign-in button says ("Sign in with …"); its lowercased, dashed form names the provider in URLs
+    /// and in native sign-ins.
+    public var oidcName: String?
+    /// The claim holding a user's roles (a dotted path, e.g. `groups` or `realm_access.roles`); unset: no roles.
+    public var oidcRolesClaim: String?
+    /// Comma-separated client ids of the native apps whose ID tokens `POST /api/v1/sessions` accepts.
+    public var oidcAppClientIDs: String?
+    /// Comma-separated client ids whose access tokens are accepted as Bearer; default: the client id.
+    public var oidcAudience: String?
+    /// A JSON file listing several providers (`[{"name", "issuer", "client_id", …}]`); secrets stay in the environment.
+    public var oidcProvidersFile: String?
+    /// The same verified email through two providers is one Foyer user (`--oidc-link-verified-email`); otherwise each
+    /// provider's `sub` is a user of its own.
+    public var oidcLinkVerifiedEmail = false
+    /// Every variable of the environment Foyer started in: secrets named in the providers file are read from it.
+    public var environment: [String: String] = [:]
     /// Signs the live stream names pages embed; nil: one generated and kept in the database. Instances that share
     /// a database share it; set it by hand only if they do not.
     public var streamSecret: String?

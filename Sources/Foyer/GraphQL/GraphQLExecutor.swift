@@ -141,10 +141,10 @@ extension EmbeddedGraphQLExecutor {
 }
 
 extension UpstreamCredentials {
-    /// A Keycloak session relays its own access token; other sessions the configured one, if any.
-    static func source(keycloak: KeycloakSessions?, configuredToken: String?) -> UpstreamCredentialSource {
+    /// A provider's session relays its own access token; other sessions the configured one, if any.
+    static func source(providers: IdentityProviders, configuredToken: String?) -> UpstreamCredentialSource {
         { identity in
-            UpstreamCredentials(bearerToken: try await keycloak?.accessToken(for: identity) ?? configuredToken, userID: identity.userId)
+            UpstreamCredentials(bearerToken: try await providers.accessToken(for: identity) ?? configuredToken, userID: identity.userId)
         }
     }
 }

@@ -95,7 +95,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
             if name == "cookie" {
                 // Foyer's own cookies are not Keycloak's to see.
                 let kept = field.value.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { !$0.hasPrefix(SessionCookie.name + "=") && !$0.hasPrefix(KeycloakBrowserSignInController.stateCookie + "=") }
+                    .filter { !$0.hasPrefix("foyer_") }
                 if !kept.isEmpty { headers.add(name: "Cookie", value: kept.joined(separator: "; ")) }
                 continue
             }

@@ -14,6 +14,8 @@ struct KeycloakSettings: Sendable, Equatable {
     /// Where Keycloak sends the browser after that; nil: Foyer's public origin + `/`. Must be registered at the
     /// client as a valid post-logout redirect URI.
     let postLogoutRedirectURI: String?
+    /// Native apps whose ID tokens (from AppAuth against the realm) `POST /api/v1/sessions` accepts.
+    let appClientIDs: Set<String>
 
     init?(config: FoyerConfig, mobileServices: MobileServices?) throws {
         let fromFile = mobileServices?.keycloak
@@ -35,8 +37,20 @@ struct KeycloakSettings: Sendable, Equatable {
         audiences = configured.isEmpty ? [clientID] : Set(configured)
         frontChannelLogout = config.keycloakFrontChannelLogout
         postLogoutRedirectURI = config.keycloakPostLogoutRedirectURI
+        appClientIDs = ProviderSettings.commaSeparated(config.keycloakAppClientIDs)
     }
 
     var realmURL: String { "\(baseURL)/realms/\(realm)" }
     var discoveryURL: String { realmURL + "/.well-known/openid-configuration" }
+
+    /// Keycloak as one provider among others: its realm's discovery, realm roles, its logout by refresh token and
+    /// the issuer its proxy shows apps.
+    var provider: ProviderSettings {
+        ProviderSettings(
+            name: "keycloak", displayName: "Keycloak", discoveryURL: discoveryURL, expectedIssuer: nil, clientID: clientID,
+            clientSecret: clientSecret, scopes: "openid email profile", audiences: audiences, appClientIDs: appClientIDs,
+            rolesClaims: ["realm_access.roles", "roles"], frontChannelLogout: frontChannelLogout, postLogoutRedirectURI: postLogoutRedirectURI,
+            word: "realm", endsSessionsByLogoutPost: true, issuerThroughProxy: true, placeholderEmailDomain: "\(realm).keycloak.invalid"
+        )
+    }
 }

@@ -13,8 +13,8 @@ public final class FoyerMetrics: Sendable {
         case success, wrongPassword = "wrong_password", throttled, refused
     }
 
-    enum KeycloakCall: String, CaseIterable {
-        case discovery, token, refresh, clientCredentials = "client_credentials", jwks, userinfo, logout
+    enum ProviderCall: String, CaseIterable {
+        case discovery, token, refresh, clientCredentials = "client_credentials", jwks, userinfo, logout, introspection
     }
 
     enum UpstreamFailure: String, CaseIterable {
@@ -45,7 +45,7 @@ public final class FoyerMetrics: Sendable {
 
     private let requests = NIOLockedValueBox<[RouteKey: (count: Counter, duration: DurationHistogram)]>([:])
     private let signIns: [SignInOutcome: Counter]
-    private let keycloakCalls: [KeycloakCall: (duration: DurationHistogram, failures: Counter)]
+    private let keycloakCalls: [ProviderCall: (duration: DurationHistogram, failures: Counter)]
     private let upstreamFailures: [UpstreamFailure: Counter]
     let graphQLUpstreamDuration: DurationHistogram
     let offlineAnswers: Counter
@@ -68,9 +68,9 @@ public final class FoyerMetrics: Sendable {
         signIns = Dictionary(uniqueKeysWithValues: SignInOutcome.allCases.map {
             ($0, registry.makeCounter(descriptor: signIn, labels: [("outcome", $0.rawValue)]))
         })
-        let keycloakDuration = name("keycloak_request_duration", "seconds", "Calls Foyer makes to Keycloak, by call")
-        let keycloakFailure = name("keycloak_failures", "total", "Keycloak calls that got no usable answer, by call")
-        keycloakCalls = Dictionary(uniqueKeysWithValues: KeycloakCall.allCases.map {
+        let keycloakDuration = name("keycloak_request_duration", "seconds", "Calls Foyer makes to Keycloak and other OpenID Connect providers, by call")
+        let keycloakFailure = name("keycloak_failures", "total", "Provider calls that got no usable answer, by call")
+        keycloakCalls = Dictionary(uniqueKeysWithValues: ProviderCall.allCases.map {
             ($0, (
                 registry.makeDurationHistogram(descriptor: keycloakDuration, labels: [("call", $0.rawValue)], buckets: Self.requestBuckets),
                 registry.makeCounter(descriptor: keycloakFailure, labels: [("call", $0.rawValue)])
@@ -153,7 +153,7 @@ public final class FoyerMetrics: Sendable {
     func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }
 
     /// One call to Keycloak; `failed` when it got no answer or a 5xx.
-    func keycloakCall(_ call: KeycloakCall, duration: Duration, failed: Bool) {
+    func keycloakCall(_ call: ProviderCall, duration: Duration, failed: Bool) {
         guard let handles = keycloakCalls[call] else { return }
         handles.duration.record(duration)
         if failed { handles.failures.increment() }

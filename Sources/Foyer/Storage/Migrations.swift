@@ -138,6 +138,21 @@ extension SQLiteStore {
                 t.column("used_at", .datetime).notNull().indexed()
             }
         }
+        migrator.registerMigration("v12: users of any identity provider") { db in
+            // A user's identities: one `sub` per provider, several providers per user when linked.
+            try db.create(table: "user_identities") { t in
+                t.column("provider", .text).notNull()
+                t.column("subject", .text).notNull()
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.primaryKey(["provider", "subject"])
+            }
+            try db.execute(sql: "INSERT INTO user_identities (provider, subject, user_id) SELECT 'keycloak', keycloak_subject, id FROM users WHERE keycloak_subject IS NOT NULL")
+            try db.drop(index: "users_by_keycloak_subject")
+            try db.alter(table: "users") { t in t.drop(column: "keycloak_subject") }
+            // Tokens and sign-ins under way say whose they are (the tables keep their first names).
+            try db.alter(table: "keycloak_tokens") { t in t.add(column: "provider", .text).notNull().defaults(to: "keycloak") }
+            try db.alter(table: "keycloak_sign_ins") { t in t.add(column: "provider", .text).notNull().defaults(to: "keycloak") }
+        }
         return migrator
     }
 }
@@ -280,6 +295,21 @@ extension PostgresMigrations {
         ("4: GraphQL documents clients registered by hash (SQLite's v11)", [
             "CREATE TABLE graphql_documents (hash TEXT PRIMARY KEY, body TEXT NOT NULL, used_at TIMESTAMPTZ NOT NULL)",
             "CREATE INDEX graphql_documents_by_use ON graphql_documents (used_at)",
+        ]),
+        ("5: users of any identity provider (SQLite's v12)", [
+            """
+            CREATE TABLE user_identities (
+                provider TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                PRIMARY KEY (provider, subject)
+            )
+            """,
+            "CREATE INDEX user_identities_by_user ON user_identities (user_id)",
+            "INSERT INTO user_identities (provider, subject, user_id) SELECT 'keycloak', keycloak_subject, id FROM users WHERE keycloak_subject IS NOT NULL",
+            "ALTER TABLE users DROP COLUMN keycloak_subject",
+            "ALTER TABLE keycloak_tokens ADD COLUMN provider TEXT NOT NULL DEFAULT 'keycloak'",
+            "ALTER TABLE keycloak_sign_ins ADD COLUMN provider TEXT NOT NULL DEFAULT 'keycloak'",
         ]),
     ]
 }

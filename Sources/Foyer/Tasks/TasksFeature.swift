@@ -22,7 +22,7 @@ struct TasksFeature {
     let admission: GraphQLAdmission
     let batchLimit: Int
 
-    init(_ app: Foundations, push: PushFeature, keycloak: KeycloakFeature) throws {
+    init(_ app: Foundations, push: PushFeature, providers: ProvidersFeature) throws {
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
         self.changes = changes
         fragments = TaskFragments(views: app.views)
@@ -35,7 +35,7 @@ struct TasksFeature {
             app.closeOnShutdown { connections.close() }
             executor = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: app.metrics)
             // The feed signs in as Foyer itself: the configured token, or Keycloak's client credentials.
-            let (configuredToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : keycloak.sessions?.client)
+            let (configuredToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : providers.keycloak?.client)
             app.run(UpstreamTaskFeed(
                 webSocketURL: upstream.webSocketURL,
                 token: {
@@ -68,8 +68,8 @@ struct TasksFeature {
         }
 
         self.executor = executor
-        credentials = UpstreamCredentials.source(keycloak: keycloak.sessions, configuredToken: config.graphQLUpstreamToken)
-        roles = keycloak.roles
+        credentials = UpstreamCredentials.source(providers: providers.providers, configuredToken: config.graphQLUpstreamToken)
+        roles = providers.roles
         metrics = app.metrics
         copies = app.store.taskCopyStorage
         // The task pages' own operations call the executor directly: trusted documents govern /graphql's clients.

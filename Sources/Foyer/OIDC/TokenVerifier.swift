@@ -1,32 +1,28 @@
+import Crypto
 import Foundation
 import JWTKit
 
-/// A Keycloak token whose signature, issuer, lifetime and audience checked out.
-struct VerifiedKeycloakToken: Sendable {
+/// A provider's token whose signature, issuer, lifetime and audience checked out (or, for an opaque access
+/// token, that the provider's introspection called active for us).
+struct VerifiedToken: Sendable {
+    /// The provider's name (`ProviderSettings.name`).
+    let provider: String
     let raw: String
     let subject: String
     let expiresAt: Date
-    /// Keycloak's `realm_access.roles` (or a top-level `roles`, as some providers write them).
-    let realmRoles: Set<String>
     private let payload: Data
 
-    init(raw: String, subject: String, expiresAt: Date, payload: Data) {
+    init(provider: String, raw: String, subject: String, expiresAt: Date, payload: Data) {
+        self.provider = provider
         self.raw = raw
         self.subject = subject
         self.expiresAt = expiresAt
         self.payload = payload
-        realmRoles = Self.realmRoles(in: (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any] ?? [:])
     }
 
-    /// Every claim, for provisioning the user and for showing them who they are.
+    /// Every claim, for provisioning the user, their roles, and showing them who they are.
     var claims: [String: Any] {
         (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any] ?? [:]
-    }
-
-    static func realmRoles(in claims: [String: Any]) -> Set<String> {
-        let nested = (claims["realm_access"] as? [String: Any])?["roles"] as? [String] ?? []
-        let topLevel = claims["roles"] as? [String] ?? []
-        return Set(nested + topLevel)
     }
 }
 
@@ -36,16 +32,19 @@ struct TokenRejected: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Checks Keycloak-signed JWTs against the realm's published keys (JWKS). Keys are fetched on first use and kept;
-/// a token naming a key we do not know makes us fetch them again (Keycloak rotated), at most once per
-/// `refetchInterval`, so a stream of forged `kid`s cannot turn into a stream of requests to Keycloak.
-actor KeycloakTokenVerifier {
+/// Checks JWTs a provider signed against its published keys (JWKS). Keys are fetched on first use and kept;
+/// a token naming a key we do not know makes us fetch them again (the provider rotated), at most once per
+/// `refetchInterval`, so a stream of forged `kid`s cannot turn into a stream of requests to the provider.
+actor TokenVerifier {
     enum Use {
         /// An access token an app presents as `Authorization: Bearer`.
         case accessToken(audiences: Set<String>)
         /// The ID token of our own code flow: it must be for our client and carry the nonce we sent.
         case idToken(clientID: String, nonce: String)
-        /// A Back-Channel Logout 1.0 logout token Keycloak posts to us: for our client, the logout event, a `sid`
+        /// The ID token a native app got from the provider and hands us to sign in: for one of the app clients, and
+        /// carrying the nonce the app sent (as it is, or SHA-256 hex as Sign in with Apple puts it) when it has one.
+        case appIDToken(clientIDs: Set<String>, nonce: String?)
+        /// A Back-Channel Logout 1.0 logout token the provider posts to us: for our client, the logout event, a `sid`
         /// or `sub`, recently issued, and no `nonce` (so an ID token cannot pass for one).
         case logoutToken(clientID: String)
     }
@@ -57,41 +56,42 @@ actor KeycloakTokenVerifier {
     /// Asymmetric algorithms only: `none` and HMAC (`HS256` with the public key as secret) are how JWTs get forged.
     static let acceptedAlgorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
     static let refetchInterval: TimeInterval = 10
-    /// Clocks differ a little between Keycloak and us.
+    /// Clocks differ a little between the provider and us.
     static let leeway: TimeInterval = 10
 
-    private let client: KeycloakClient
+    private let client: ProviderClient
     private var keys = JWTKeyCollection()
     private var keyIDs: Set<String> = []
     private var fetchedAt: Date?
     private var fetching: Task<(JWTKeyCollection, Set<String>), any Error>?
 
-    init(client: KeycloakClient) {
+    init(client: ProviderClient) {
         self.client = client
     }
 
-    /// The token's claims when Keycloak signed it for us and it is still good; TokenRejected otherwise.
-    /// Throws KeycloakError when the keys cannot be fetched: that is not the caller's fault.
-    func verify(_ token: String, issuers: Set<String>, use: Use) async throws -> VerifiedKeycloakToken {
+    /// The token's claims when the provider signed it for us and it is still good; TokenRejected otherwise.
+    /// Throws ProviderError when the keys cannot be fetched: that is not the caller's fault.
+    func verify(_ token: String, issuers: Set<String>, use: Use) async throws -> VerifiedToken {
+        let word = client.settings.word
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Data(base64URLEncoded: parts[0]),
             let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any]
         else { throw TokenRejected("The token is not a JWT") }
         let algorithm = header["alg"] as? String ?? "none"
         guard Self.acceptedAlgorithms.contains(algorithm) else {
-            throw TokenRejected("The token is signed with \(algorithm); only the realm's asymmetric keys are accepted")
+            throw TokenRejected("The token is signed with \(algorithm); only the \(word)'s asymmetric keys are accepted")
         }
         guard let keyID = header["kid"] as? String else { throw TokenRejected("The token names no signing key (kid)") }
         if !keyIDs.contains(keyID), fetchedAt.map({ Date().timeIntervalSince($0) > Self.refetchInterval }) ?? true {
             try await refetchKeys()
         }
-        guard keyIDs.contains(keyID) else { throw TokenRejected("The token is signed with a key the realm does not publish") }
+        guard keyIDs.contains(keyID) else { throw TokenRejected("The token is signed with a key the \(word) does not publish") }
 
         let checked: CheckedClaims
         do {
             checked = try await keys.verify(token, as: CheckedClaims.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-            throw TokenRejected("The token's signature does not verify with the realm's keys")
+            throw TokenRejected("The token's signature does not verify with the \(word)'s keys")
         } catch {
             throw TokenRejected("The token could not be verified: \(error)")
         }
@@ -103,7 +103,7 @@ actor KeycloakTokenVerifier {
             guard checked.sub?.value.isEmpty == false else { throw TokenRejected("The token names no subject (sub)") }
         }
         guard issuers.contains(checked.iss.value) else {
-            throw TokenRejected("The token was issued by \(checked.iss.value), not by this realm")
+            throw TokenRejected("The token was issued by \(checked.iss.value), not by this \(word)")
         }
         let audiences = checked.aud?.value ?? []
         switch use {
@@ -124,6 +124,20 @@ actor KeycloakTokenVerifier {
                 throw TokenRejected("The ID token is not meant for client \(clientID)")
             }
             guard checked.nonce == nonce else { throw TokenRejected("The ID token does not carry the nonce of this sign-in") }
+        case .appIDToken(let clientIDs, let nonce):
+            guard !clientIDs.isDisjoint(with: audiences), audiences.count == 1 || checked.azp.map(clientIDs.contains) == true else {
+                throw TokenRejected("The ID token is meant for \(audiences.joined(separator: ", ")), not for an app Foyer accepts (\(clientIDs.sorted().joined(separator: ", ")))")
+            }
+            // Keycloak says `typ: ID`; an access token must not pass for an ID token.
+            if let type = checked.typ, type.lowercased() != "id" { throw TokenRejected("A \(type) token is not an ID token") }
+            if let iat = checked.iat?.value, iat.timeIntervalSince(now) > Self.leeway {
+                throw TokenRejected("The ID token was issued at \(iat), in the future")
+            }
+            if checked.nonce != nil || nonce != nil {
+                guard let expected = checked.nonce, let nonce, expected == nonce || expected == Self.sha256Hex(nonce) else {
+                    throw TokenRejected("The ID token's nonce does not match the nonce sent with it")
+                }
+            }
         case .logoutToken(let clientID):
             guard audiences.contains(clientID) else { throw TokenRejected("The logout token is not meant for client \(clientID)") }
             guard checked.nonce == nil else { throw TokenRejected("A logout token must not carry a nonce") }
@@ -138,10 +152,14 @@ actor KeycloakTokenVerifier {
                 throw TokenRejected("The logout token names neither a session (sid) nor a subject (sub)")
             }
         }
-        return VerifiedKeycloakToken(
-            raw: token, subject: checked.sub?.value ?? "", expiresAt: checked.exp?.value ?? now,
+        return VerifiedToken(
+            provider: client.settings.name, raw: token, subject: checked.sub?.value ?? "", expiresAt: checked.exp?.value ?? now,
             payload: Data(base64URLEncoded: parts[1]) ?? Data()
         )
+    }
+
+    static func sha256Hex(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).hexString
     }
 
     /// One fetch at a time; every caller waiting meanwhile shares its result.
@@ -154,11 +172,11 @@ actor KeycloakTokenVerifier {
         let fetch = Task { () async throws -> (JWTKeyCollection, Set<String>) in
             let body = try await client.jwks()
             guard let jwks = try? JSONDecoder().decode(JWKS.self, from: body) else {
-                throw KeycloakError.unavailable("its JWKS (jwks_uri) is not a JSON Web Key Set")
+                throw client.failure("its JWKS (jwks_uri) is not a JSON Web Key Set")
             }
             let keys = JWTKeyCollection()
             var ids: Set<String> = []
-            // A key Keycloak publishes for encryption, or in a type we cannot use, is not a reason to reject the rest.
+            // A key the provider publishes for encryption, or in a type we cannot use, is not a reason to reject the rest.
             for jwk in jwks.keys where jwk.keyIdentifier != nil {
                 if (try? await keys.add(jwk: jwk)) != nil, let id = jwk.keyIdentifier?.string { ids.insert(id) }
             }

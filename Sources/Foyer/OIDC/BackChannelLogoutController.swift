@@ -1,16 +1,21 @@
 import Foundation
 import Hummingbird
 
-/// OpenID Connect Back-Channel Logout 1.0: Keycloak POSTs a signed `logout_token` here when one of its sessions
+/// OpenID Connect Back-Channel Logout 1.0: the provider POSTs a signed `logout_token` here when one of its sessions
 /// ends (the user signed out elsewhere, an admin ended it, it expired), and Foyer ends the sessions opened with it.
 /// Server to server: no cookie, no CSRF token; the token's signature is the proof. Register
-/// `https://<foyer>/sign_in/keycloak/backchannel_logout` as the client's "Backchannel logout URL" in Keycloak.
+/// `https://<foyer>/sign_in/{provider}/backchannel_logout` as the client's back-channel logout URL at the provider
+/// (Keycloak: "Backchannel logout URL").
 struct BackChannelLogoutController {
-    static let path = "/sign_in/keycloak/backchannel_logout"
-    let keycloak: KeycloakSessions
+    let provider: ProviderSessions
+
+    /// `/sign_in/{provider}/backchannel_logout`, whatever the provider.
+    static func isLogoutPath(_ path: String) -> Bool {
+        path.hasPrefix("/sign_in/") && path.hasSuffix("/backchannel_logout") && path.utf8.count < 128
+    }
 
     func addRoutes(to router: FoyerRouter) {
-        router.post(RouterPath(stringLiteral: Self.path), use: logout)
+        router.post(RouterPath(stringLiteral: provider.settings.signInPath + "/backchannel_logout"), use: logout)
     }
 
     /// `200` when the token checks out (also when no session of ours had that sid: logging out is idempotent),
@@ -26,17 +31,17 @@ struct BackChannelLogoutController {
         guard request.isFormEncoded, let token = fields["logout_token"], !token.isEmpty else {
             return Self.refusal("Send logout_token as an application/x-www-form-urlencoded field")
         }
-        let verified: VerifiedKeycloakToken
+        let verified: VerifiedToken
         do {
-            verified = try await keycloak.verifier.verify(
-                token, issuers: try await keycloak.acceptedIssuers(for: request), use: .logoutToken(clientID: keycloak.client.settings.clientID)
+            verified = try await provider.verifier.verify(
+                token, issuers: try await provider.acceptedIssuers(for: request), use: .logoutToken(clientID: provider.settings.clientID)
             )
         } catch let rejected as TokenRejected {
             context.logger.notice("back-channel logout token refused: \(rejected)")
             return Self.refusal(rejected.description)
         }
         let claims = verified.claims
-        let ended = try await keycloak.endSessions(keycloakSession: claims["sid"] as? String, subject: claims["sub"] as? String)
+        let ended = try await provider.endSessions(providerSession: claims["sid"] as? String, subject: claims["sub"] as? String)
         return Response.json(["sessions_ended": ended], status: .ok).noStore()
     }
 
