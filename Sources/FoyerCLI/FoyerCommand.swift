@@ -125,7 +125,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where Keycloak sends the browser after signing out (env FOYER_KEYCLOAK_POST_LOGOUT_REDIRECT_URI; default: Foyer's public origin + /)")
     var keycloakPostLogoutRedirectURI: String?
 
-    @Option(help: "Client ids of the native apps whose realm ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_KEYCLOAK_APP_CLIENT_IDS)")
+    @Option(name: .customLong("keycloak-app-client-ids"), help: "Client ids of the native apps whose realm ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_KEYCLOAK_APP_CLIENT_IDS)")
     var keycloakAppClientIDs: String?
 
     @Option(help: "An OpenID Connect provider's issuer URL; its discovery document names the rest (env FOYER_OIDC_ISSUER; secret only from env FOYER_OIDC_CLIENT_SECRET)")
@@ -143,7 +143,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The claim holding a user's roles, a dotted path such as groups (env FOYER_OIDC_ROLES_CLAIM; default: no roles)")
     var oidcRolesClaim: String?
 
-    @Option(help: "Client ids of the native apps whose ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_OIDC_APP_CLIENT_IDS)")
+    @Option(name: .customLong("oidc-app-client-ids"), help: "Client ids of the native apps whose ID tokens POST /api/v1/sessions accepts, comma-separated (env FOYER_OIDC_APP_CLIENT_IDS)")
     var oidcAppClientIDs: String?
 
     @Option(help: "Client ids whose access tokens are accepted as Bearer, comma-separated (env FOYER_OIDC_AUDIENCE; default: the client id)")

@@ -97,6 +97,38 @@ class KeycloakPeer:
         self.log.close()
 
 
+class OIDCProviderPeer:
+    """A real OpenID Connect provider laid out its own way (Tests/Interop/peers): `nanoidp_provider.py` (nanoidp at
+    its root) or `django_provider.py` (django-oidc-provider). Both register `foyer-web` (confidential) and
+    `phone-app` (public, PKCE)."""
+    client_id = "foyer-web"
+    client_secret = "foyer-web-secret"
+    app_client_id = "phone-app"
+    app_redirect_uri = "http://127.0.0.1/phone-app/callback"
+
+    def __init__(self, script: str, workdir: pathlib.Path, issuer_path: str, redirect_uris=()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.issuer = self.url + issuer_path
+        self.workdir = workdir
+        python = REPO / ".venv-oidc/bin/python"
+        if not python.exists():
+            pytest.exit("no .venv-oidc: scripts/test installs the OIDC provider peers", returncode=2)
+        log_path = workdir / f"{script}-{self.port}.log"
+        self.log = open(log_path, "a")
+        self.process = subprocess.Popen(
+            [str(python), str(REPO / "Tests/Interop/peers" / script), str(self.port), str(workdir)],
+            env=dict(os.environ, OIDC_REDIRECT_URIS=",".join(redirect_uris)), stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until_listening(self.port, self.process, log_path, script)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+        self.log.close()
+
+
 def curl_response(url: str, *args: str) -> tuple[int, dict, str]:
     """curl (a real client) with `-i`: the status, the headers (lower-cased names, the first of each) and the body."""
     result = subprocess.run(["curl", "-sS", "-i", url, *args], capture_output=True, timeout=60, check=True)

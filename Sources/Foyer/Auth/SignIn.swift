@@ -43,11 +43,11 @@ struct SignIn: Sendable {
         }
     }
 
-    /// A native app's ID token from `provider`: TokenRejected says why it is refused (each refusal counted by the
-    /// throttle like a wrong password, so forged tokens cannot be tried without end).
+    /// A native app's ID token from `provider`: TokenRejected says why it is refused (each refusal counted against
+    /// the client by the throttle like a wrong password, so forged tokens cannot be tried without end).
     func verify(idToken: String, nonce: String?, provider: ProviderSessions, request: Request, context: FoyerRequestContext) async throws -> Verified {
         var rejection: TokenRejected?
-        let verified = try await throttled(login: "id_token@\(provider.name)", request: request, context: context) { () -> Verified? in
+        let verified = try await throttled(login: nil, request: request, context: context) { () -> Verified? in
             do {
                 let (user, token) = try await provider.user(signedInWithIDToken: idToken, nonce: nonce)
                 return Verified(user: user, provider: provider, idToken: token)
@@ -61,7 +61,7 @@ struct SignIn: Sendable {
     }
 
     private func throttled(
-        login: String, request: Request, context: FoyerRequestContext, _ check: () async throws -> Verified?
+        login: String?, request: Request, context: FoyerRequestContext, _ check: () async throws -> Verified?
     ) async throws -> Verified? {
         let attempt: SignInThrottle.Attempt
         do {

@@ -32,8 +32,10 @@ struct SignInThrottle: Sendable {
         }
     }
 
-    private static func keys(login: String, clientIP: String?) -> [(key: String, limit: Int)] {
-        var keys = [("login:" + User.normalize(email: login), perLogin)]
+    /// `login` nil: counted by client only (an ID token names no login to guess at, and a shared key would let
+    /// anyone lock every app of a provider out).
+    private static func keys(login: String?, clientIP: String?) -> [(key: String, limit: Int)] {
+        var keys = login.map { [("login:" + User.normalize(email: $0), perLogin)] } ?? []
         if let clientIP { keys.append(("client:" + clientIP, perClient)) }
         return keys
     }
@@ -46,7 +48,7 @@ struct SignInThrottle: Sendable {
     /// Checks the counts and, in the same transaction, counts this attempt as a failure before any password is
     /// checked: fifty guesses sent at once then meet the limit like fifty in a row, not after all were hashed.
     /// Throws `Throttled` when the login or the client is over its limit.
-    func begin(login: String, clientIP: String?, now: Date = Date()) async throws -> Attempt {
+    func begin(login: String?, clientIP: String?, now: Date = Date()) async throws -> Attempt {
         let since = now.addingTimeInterval(-Self.window)
         let keys = Self.keys(login: login, clientIP: clientIP)
         let (reopensAt, rowIDs) = try await storage.countAttempt(keys: keys, since: since, now: now, window: Self.window)
@@ -68,8 +70,8 @@ struct SignInThrottle: Sendable {
 
     /// The account's owner got in: this attempt and their earlier typos no longer count. (The client's earlier
     /// failures stay: one right password must not buy an attacker twenty more guesses at other accounts.)
-    func succeeded(_ attempt: Attempt, login: String) async throws {
-        let key = "login:" + User.normalize(email: login)
+    func succeeded(_ attempt: Attempt, login: String?) async throws {
+        let key = login.map { "login:" + User.normalize(email: $0) }
         try await storage.delete(rowIDs: attempt.rowIDs, alsoKey: key)
     }
 }

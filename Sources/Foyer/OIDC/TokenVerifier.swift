@@ -130,6 +130,7 @@ actor TokenVerifier {
             }
             // Keycloak says `typ: ID`; an access token must not pass for an ID token.
             if let type = checked.typ, type.lowercased() != "id" { throw TokenRejected("A \(type) token is not an ID token") }
+            if let use = checked.tokenUse, use != "id" { throw TokenRejected("An \(use) token is not an ID token") }
             if let iat = checked.iat?.value, iat.timeIntervalSince(now) > Self.leeway {
                 throw TokenRejected("The ID token was issued at \(iat), in the future")
             }
