@@ -275,7 +275,7 @@ def test_id_tokens_that_do_not_check_out_are_refused_each_with_its_reason(foyer,
         assert "invalid_token" in answer.headers["WWW-Authenticate"], name
     assert id_token_sign_in(foyer, "nanoidp", good).status_code == 201, "the good one still passes"
     unknown = id_token_sign_in(foyer, "okta", good)
-    assert unknown.status_code == 422 and "nanoidp, django" in unknown.json()["error"]
+    assert unknown.status_code == 401 and "nanoidp, django" in unknown.json()["error"]
     assert call(foyer, "POST", "/api/v1/sessions", body={"id_token": good}).status_code == 422, "no provider named"
 
 

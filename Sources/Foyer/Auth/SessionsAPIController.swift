@@ -66,7 +66,11 @@ struct SessionsAPIController {
     /// body names), or a native app's ID token (`{"provider", "id_token", "nonce"}`): `201` with the session either way.
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        let provider = try credentials.provider.map(provider(named:))
+        var provider: ProviderSessions?
+        if let name = credentials.provider {
+            guard let named = signIn.providers.named(name) else { return Self.refusal(unknownProvider(name)) }
+            provider = named
+        }
         let verified: SignIn.Verified
         switch credentials.proof {
         case .idToken(let idToken, let nonce):
@@ -74,9 +78,7 @@ struct SessionsAPIController {
             do {
                 verified = try await signIn.verify(idToken: idToken, nonce: nonce, provider: provider, request: request, context: context)
             } catch let rejected as TokenRejected {
-                var response = Response.json(["error": rejected.description], status: .unauthorized)
-                response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\""
-                return response
+                return Self.refusal(rejected.description)
             }
         case .password(let login, let password):
             if let provider, !(try await provider.client.endpoints().allowsPasswordGrant), provider !== signIn.providers.passwordChecker {
@@ -100,16 +102,20 @@ struct SessionsAPIController {
         return response
     }
 
-    private func provider(named name: String) throws -> ProviderSessions {
-        guard let provider = signIn.providers.named(name) else {
-            let known = signIn.providers.all.map(\.name)
-            throw AppError(
-                .unprocessableContent,
-                message: known.isEmpty ? "Foyer signs in with no provider named \(name): it has local accounts only"
-                    : "Foyer signs in with no provider named \(name); it knows \(known.joined(separator: ", "))"
-            )
-        }
-        return provider
+    /// A credential that does not check out: `401`, saying why.
+    static func refusal(_ reason: String) -> Response {
+        var response = Response.json(["error": reason], status: .unauthorized)
+        response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\""
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    /// Which providers there are is the deployment's business, not the API's schema: an unknown one is a refused
+    /// credential, like an unknown account.
+    private func unknownProvider(_ name: String) -> String {
+        let known = signIn.providers.all.map(\.name)
+        return known.isEmpty ? "Foyer signs in with no provider named \(name): it has local accounts only"
+            : "Foyer signs in with no provider named \(name); it knows \(known.joined(separator: ", "))"
     }
 
     @Sendable func list(request: Request, context: SignedInContext) async throws -> Response {
