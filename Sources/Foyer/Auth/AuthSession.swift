@@ -138,8 +138,7 @@ public struct SessionRepository: Sendable {
         SHA256.hash(data: Data(token.utf8)).hexString
     }
 
-    /// 256 random bits, base64url without padding: safe in a header, a cookie and a URL.
-    /// 32 random bytes, base64url: 43 characters of `A-Z a-z 0-9 - _`.
+    /// What `randomToken` makes: 43 characters of `A-Z a-z 0-9 - _`.
     static func looksLikeSessionToken(_ token: String) -> Bool {
         token.utf8.count == 43 && token.utf8.allSatisfy { byte in
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
@@ -147,6 +146,7 @@ public struct SessionRepository: Sendable {
         }
     }
 
+    /// 256 random bits, base64url without padding: safe in a header, a cookie and a URL.
     static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }

@@ -50,7 +50,7 @@ struct KeycloakSettings: Sendable, Equatable {
             name: "keycloak", displayName: "Keycloak", discoveryURL: discoveryURL, expectedIssuer: nil, clientID: clientID,
             clientSecret: clientSecret, scopes: "openid email profile", audiences: audiences, appClientIDs: appClientIDs,
             rolesClaims: ["realm_access.roles", "roles"], frontChannelLogout: frontChannelLogout, postLogoutRedirectURI: postLogoutRedirectURI,
-            word: "realm", endsSessionsByLogoutPost: true, issuerThroughProxy: true, placeholderEmailDomain: "\(realm).keycloak.invalid"
+            word: "realm", endsSessionsByLogoutPost: true, issuerThroughProxy: true, checksEveryPassword: true, placeholderEmailDomain: "\(realm).keycloak.invalid"
         )
     }
 }

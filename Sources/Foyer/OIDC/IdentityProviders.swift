@@ -15,7 +15,7 @@ struct IdentityProviders: Sendable {
     var isEmpty: Bool { all.isEmpty }
 
     /// Keycloak holds every password when it is configured: the password form and `POST /api/v1/sessions` go to it.
-    var passwordChecker: ProviderSessions? { all.first { $0.settings.endsSessionsByLogoutPost } }
+    var passwordChecker: ProviderSessions? { all.first { $0.settings.checksEveryPassword } }
 
     func named(_ name: String) -> ProviderSessions? {
         all.first { $0.name == name }

@@ -32,6 +32,9 @@ struct ProviderSettings: Sendable, Equatable {
     let endsSessionsByLogoutPost: Bool
     /// Keycloak names Foyer's public origin in tokens it issues through Foyer's `/realms/…` proxy: accept that issuer too.
     let issuerThroughProxy: Bool
+    /// The provider holds every account's password (Keycloak): the password form and a password `POST
+    /// /api/v1/sessions` go to its password grant, and local accounts are off.
+    let checksEveryPassword: Bool
     /// A user whose provider gives no email gets `{username}@{this}`, never deliverable.
     let placeholderEmailDomain: String
 
@@ -151,7 +154,8 @@ enum ConfiguredProviders {
             clientID: clientID, clientSecret: clientSecret.flatMap { $0.isEmpty ? nil : $0 }, scopes: scopes ?? ProviderSettings.defaultScopes,
             audiences: audiences.isEmpty ? [clientID] : audiences, appClientIDs: appClientIDs,
             rolesClaims: rolesClaim.map { [$0] }, frontChannelLogout: frontChannelLogout, postLogoutRedirectURI: postLogoutRedirectURI,
-            word: "provider", endsSessionsByLogoutPost: false, issuerThroughProxy: false, placeholderEmailDomain: "\(name).oidc.invalid"
+            word: "provider", endsSessionsByLogoutPost: false, issuerThroughProxy: false, checksEveryPassword: false,
+            placeholderEmailDomain: "\(name).oidc.invalid"
         )
     }
 }
