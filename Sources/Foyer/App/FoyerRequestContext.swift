@@ -28,6 +28,14 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
         return encoder
     }()
 
+    /// The same, for values that name their keys in snake_case themselves (`SnakeCaseKeyed`).
+    static let snakeCaseKeyedEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
     /// The signed-in user, or an error that answers 401 in the format the client asked for.
     public func requireIdentity() throws -> Identity {
         guard let identity else { throw AuthenticationRequired() }

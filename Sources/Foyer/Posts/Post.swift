@@ -4,7 +4,6 @@ import GRDB
 /// A post: Foyer's own data. `content` is plain text; pages render it as escaped paragraphs.
 public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
     public static let databaseTableName = "posts"
-    public static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
     public static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
     static let maximumTitleLength = 200
     static let maximumContentLength = 100_000
@@ -15,6 +14,21 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var authorId: Int64
     public var createdAt: Date
     public var updatedAt: Date
+
+    public init(id: Int64? = nil, title: String, content: String, authorId: Int64, createdAt: Date, updatedAt: Date) {
+        (self.id, self.title, self.content, self.authorId, self.createdAt, self.updatedAt) = (id, title, content, authorId, createdAt, updatedAt)
+    }
+
+    /// Read by column name, not through Decodable: a point read is mostly this, and GRDB's Codable decoding
+    /// (a decoder per row, each column name converted from snake_case on every read) was a fifth of it.
+    public init(row: Row) throws {
+        id = row["id"]
+        title = row["title"]
+        content = row["content"]
+        authorId = row["author_id"]
+        createdAt = row["created_at"]
+        updatedAt = row["updated_at"]
+    }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID

@@ -34,7 +34,7 @@ struct PostsAPIController {
         }
     }
 
-    struct PostJSON: Encodable {
+    struct PostJSON: SnakeCaseKeyed {
         let id: Int64
         let title: String
         let content: String
@@ -52,6 +52,10 @@ struct PostsAPIController {
             updatedAt = published.post.updatedAt
             url = "\(baseURL)/posts/\(published.id)"
             author = published.author
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, title, content, url, author, createdAt = "created_at", updatedAt = "updated_at"
         }
     }
 
