@@ -155,17 +155,22 @@ import Testing
             let hash = SHA256.hash(data: Data(query.utf8)).map { String(format: "%02x", $0) }.joined()
             let persisted = #"{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"\#(hash)"}}}"#
             let registering = #"{"query":"\#(query)","extensions":{"persistedQuery":{"version":1,"sha256Hash":"\#(hash)"}}}"#
-            let (messages, _) = try await Self.converse(
-                client, dialect: "graphql-transport-ws",
-                messages: [
-                    Self.initMessage(token), #"{"type":"subscribe","id":"miss","payload":\#(persisted)}"#,
-                    #"{"type":"subscribe","id":"register","payload":\#(registering)}"#, #"{"type":"subscribe","id":"hit","payload":\#(persisted)}"#,
-                ],
-                until: { $0.filter { ["error", "complete"].contains($0["type"] as? String) }.count >= 3 }
-            )
-            let miss = try #require(messages.first { $0["id"] as? String == "miss" && $0["type"] as? String == "error" })
+            // One socket each, in turn: subscriptions on one socket run side by side, so a registration sent after a
+            // miss on the same socket may land first.
+            func run(_ id: String, _ payload: String) async throws -> [[String: Any]] {
+                try await Self.converse(
+                    client, dialect: "graphql-transport-ws",
+                    messages: [Self.initMessage(token), #"{"type":"subscribe","id":"\#(id)","payload":\#(payload)}"#],
+                    until: { $0.contains { ["error", "complete"].contains($0["type"] as? String) } }
+                ).0
+            }
+            let missed = try await run("miss", persisted)
+            let miss = try #require(missed.first { $0["id"] as? String == "miss" && $0["type"] as? String == "error" }, "\(missed)")
             #expect(((miss["payload"] as? [[String: Any]])?.first?["extensions"] as? [String: Any])?["code"] as? String == "PERSISTED_QUERY_NOT_FOUND")
-            #expect(messages.contains { $0["id"] as? String == "hit" && $0["type"] as? String == "next" }, "\(messages)")
+            let registered = try await run("register", registering)
+            #expect(registered.contains { $0["id"] as? String == "register" && $0["type"] as? String == "next" }, "\(registered)")
+            let hit = try await run("hit", persisted)
+            #expect(hit.contains { $0["id"] as? String == "hit" && $0["type"] as? String == "next" }, "\(hit)")
         }
     }
 
