@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 
@@ -135,7 +134,7 @@ public struct SessionRepository: Sendable {
     }
 
     static func hash(token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).hexString
+        token.sha256Hex
     }
 
     /// What `randomToken` makes: 43 characters of `A-Z a-z 0-9 - _`.

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 import PostgresNIO
@@ -36,7 +35,7 @@ final class PersistedDocuments: Sendable {
 
     /// The hex SHA-256 of a document's text, as Apollo clients compute it.
     static func hash(of document: String) -> String {
-        SHA256.hash(data: Data(document.utf8)).hexString
+        document.sha256Hex
     }
 
     /// What Apollo clients send: 64 hex digits (compared lowercased).

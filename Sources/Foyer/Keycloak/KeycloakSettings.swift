@@ -33,8 +33,8 @@ struct KeycloakSettings: Sendable, Equatable {
         self.realm = realm
         self.clientID = clientID
         clientSecret = config.keycloakClientSecret.flatMap { $0.isEmpty ? nil : $0 }
-        let configured = (config.keycloakAudience ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        audiences = configured.isEmpty ? [clientID] : Set(configured)
+        let configured = ProviderSettings.commaSeparated(config.keycloakAudience)
+        audiences = configured.isEmpty ? [clientID] : configured
         frontChannelLogout = config.keycloakFrontChannelLogout
         postLogoutRedirectURI = config.keycloakPostLogoutRedirectURI
         appClientIDs = ProviderSettings.commaSeparated(config.keycloakAppClientIDs)

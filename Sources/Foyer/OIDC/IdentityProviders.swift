@@ -70,9 +70,9 @@ struct IdentityProviders: Sendable {
     func roles(of identity: Identity) async throws -> Set<String>? {
         if let token = identity.providerToken { return named(token.provider)?.settings.roles(in: token.claims) }
         guard let session = identity.session, let (provider, tokens) = try await ofSession(session.id) else { return nil }
-        let payloads = [tokens.accessToken, tokens.idToken ?? ""].compactMap(UnverifiedJWT.payload)
-        return payloads.reduce(provider.settings.roles(in: [:])) { roles, claims in
-            roles.map { $0.union(provider.settings.roles(in: claims) ?? []) }
+        guard provider.settings.rolesClaims != nil else { return nil }
+        return [tokens.accessToken, tokens.idToken ?? ""].compactMap(UnverifiedJWT.payload).reduce(into: []) { roles, claims in
+            roles.formUnion(provider.settings.roles(in: claims) ?? [])
         }
     }
 

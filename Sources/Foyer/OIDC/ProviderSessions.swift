@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 import Hummingbird
@@ -107,7 +106,7 @@ final class ProviderSessions: Sendable {
 
     /// An opaque access token, by RFC 7662 introspection: nil when this provider does not know it (or cannot say).
     func identity(forOpaqueAccessToken token: String) async throws -> Identity? {
-        let key = Data(token.utf8).sha256Hex
+        let key = token.sha256Hex
         var cached = introspected.value(for: key)
         if cached.map({ $0.until <= Date() }) ?? true {
             cached = try await introspect(token)
@@ -174,12 +173,12 @@ final class ProviderSessions: Sendable {
         let emailVerified = claims["email_verified"] as? Bool ?? ((claims["email_verified"] as? String) == "true")
         let username = claims["preferred_username"] as? String ?? subject
         // Without an email claim the user still needs a unique one here: a name under the provider, never deliverable.
-        let placeholder = "\(username)@\(placeholderDomain)"
+        let placeholder = "\(username)@\(settings.placeholderEmailDomain)"
         let linkOtherProviders = linkVerifiedEmail
         let user = try await users.providerUser(
             provider: name, subject: subject, email: claimedEmail ?? placeholder, newEmail: claimedEmail,
-            separateEmail: "\(subject)@\(placeholderDomain)"
-        ) { existing, hasIdentities in
+            separateEmail: "\(subject)@\(settings.placeholderEmailDomain)"
+        ) { _, hasIdentities in
             emailVerified && (!hasIdentities || linkOtherProviders)
         }
         guard let user else {
@@ -190,8 +189,6 @@ final class ProviderSessions: Sendable {
         }
         return user
     }
-
-    private var placeholderDomain: String { settings.placeholderEmailDomain }
 
     func keep(_ tokens: ProviderTokenSet, forSession sessionID: String, previousRefreshToken: String? = nil) async throws {
         // Straight from the token endpoint, so read without verifying; older Keycloaks say `session_state`.
@@ -293,8 +290,4 @@ final class ProviderSessions: Sendable {
     private func forget(_ sessionID: String) async throws {
         try await storage.deleteTokens(ofSession: sessionID)
     }
-}
-
-extension Data {
-    var sha256Hex: String { SHA256.hash(data: self).hexString }
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import JWTKit
 
@@ -135,7 +134,7 @@ actor TokenVerifier {
                 throw TokenRejected("The ID token was issued at \(iat), in the future")
             }
             if checked.nonce != nil || nonce != nil {
-                guard let expected = checked.nonce, let nonce, expected == nonce || expected == Self.sha256Hex(nonce) else {
+                guard let expected = checked.nonce, let nonce, expected == nonce || expected == nonce.sha256Hex else {
                     throw TokenRejected("The ID token's nonce does not match the nonce sent with it")
                 }
             }
@@ -157,10 +156,6 @@ actor TokenVerifier {
             provider: client.settings.name, raw: token, subject: checked.sub?.value ?? "", expiresAt: checked.exp?.value ?? now,
             payload: Data(base64URLEncoded: parts[1]) ?? Data()
         )
-    }
-
-    static func sha256Hex(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).hexString
     }
 
     /// One fetch at a time; every caller waiting meanwhile shares its result.
