@@ -5,6 +5,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
 import GraphQL
 import Testing
 #if canImport(Glibc)
@@ -92,18 +94,69 @@ import Glibc
         #expect(!fresh.contains("data:"), "a new subscriber starts from now")
     }
 
-    /// What serve() writes for one subscriber, until the streams close (once it waits for more).
+    /// What serve() writes for one subscriber through its response writer, until the streams close (once it
+    /// follows the channel).
     static func written(by streams: LiveStreams, lastEventID: String?) async throws -> String {
         let collected = NIOLockedValueBox(ByteBuffer())
+        let connection = NIOAsyncTestingChannel()
         let serving = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
-            try await streams.serve(.posts, lastEventID: lastEventID, to: &writer)
+            try await streams.serve(.posts, lastEventID: lastEventID, on: connection, to: &writer)
         }
         while streams.channel(.posts).subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(50))
         streams.closeAll()
         try await serving.value
         return collected.withLockedValue { String(buffer: $0) }
+    }
+
+    /// Once the opening is written, events go from the channel's fan-out straight to the connection: each change,
+    /// heartbeats, and at the end of the session the task writes the last event itself.
+    @Test func followedConnectionsGetEventsAndHeartbeatsFromTheirEventLoop() async throws {
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        let connection = NIOAsyncTestingChannel()
+        try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        let collected = NIOLockedValueBox(ByteBuffer())
+        let serving = Task {
+            var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
+            try await streams.serve(.posts, lastEventID: nil, on: connection, to: &writer)
+        }
+        while streams.channel(.posts).subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        streams.broadcast("<p>first</p>", on: .posts)
+        streams.broadcast("<p>second</p>", on: .posts)
+        #expect(try await Self.body(connection).contains("id: \(streams.bootID)-1\ndata: <p>first</p>\n\n"))
+        #expect(try await Self.body(connection).contains("data: <p>second</p>"))
+        streams.heartbeat()
+        #expect(try await Self.body(connection) == ": heartbeat\n\n")
+        streams.channel(.posts).end(subscriber: 1)  // as its session's ending does: the channel's first subscriber
+        try await serving.value
+        let written = collected.withLockedValue { String(buffer: $0) }
+        #expect(written.hasPrefix("retry: 2000\n: posts\n\n"))
+        #expect(written.hasSuffix("event: signed-out\ndata: /sign_in\n\n"))
+        #expect(!written.contains("first"), "events go to the connection, not through the writer")
+        #expect(streams.channel(.posts).subscriberCount == 0)
+    }
+
+    /// A followed connection that closes ends its subscription at once, with no event needed to find out.
+    @Test func aClosedConnectionEndsItsFollowing() async throws {
+        let channel = LiveChannel()
+        let connection = NIOAsyncTestingChannel()
+        try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        let following = LiveChannel.Connection(channel: connection, wrap: { NIOAny($0) }, heartbeat: ByteBuffer(string: "."))
+        async let ending = channel.subscribed { subscriber in await channel.follow(following, after: 0, subscriber: subscriber) }
+        while channel.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(20))
+        channel.publish { _ in ByteBuffer(string: "one") }
+        #expect(try await connection.waitForOutboundWrite(as: ByteBuffer.self) == ByteBuffer(string: "one"))
+        try await connection.close()
+        guard case .gone = await ending else { Issue.record("expected the following to end with the connection"); return }
+    }
+
+    /// The body bytes of the next part written to a connection.
+    static func body(_ connection: NIOAsyncTestingChannel) async throws -> String {
+        guard case .body(let bytes) = try await connection.waitForOutboundWrite(as: HTTPResponsePart.self) else { return "" }
+        return String(buffer: bytes)
     }
 
     struct CollectingWriter: ResponseBodyWriter {

@@ -7,6 +7,8 @@ import NIOCore
 public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, Sendable {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// The connection the request came on: live streams write their events to it from its event loop.
+    public let channel: any Channel
     /// Set by AuthenticationMiddleware when the request carries a live session token.
     public var identity: Identity?
     /// The X-Request-Id this request is logged under and answered with.
@@ -15,6 +17,7 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.channel = source.channel
     }
 
     /// snake_case keys and ISO-8601 UTC times: what Rails-shaped clients expect.

@@ -1,9 +1,11 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// One stream's recent events and the subscribers waiting for the next one. The window of recent events is both
-/// the replay buffer for reconnects and every subscriber's buffer: an event is stored once, and subscribers keep
-/// only a cursor into it. Publishing wakes every waiting subscriber; each then writes the same bytes.
+/// One stream's recent events and its subscribers. The window of recent events is both the replay buffer for
+/// reconnects and every subscriber's buffer: an event is stored once, and subscribers keep only a cursor into it.
+/// A subscriber either waits on its own task for what comes `next`, or is followed on its connection: then a
+/// publish hops once to each event loop that has such subscribers and there writes the same bytes to each of its
+/// connections, waking no task of theirs (`follow`).
 final class LiveChannel: Sendable {
     struct Limits: Sendable {
         /// Events kept for replay: at most this many …
@@ -33,6 +35,29 @@ final class LiveChannel: Sendable {
 
     private enum Wakeup: Sendable { case data, heartbeat, closed, cancelled, ended }
 
+    /// A subscriber's connection, written to from its event loop.
+    struct Connection: Sendable {
+        let channel: any Channel
+        /// An event's bytes as the connection's pipeline takes them (an HTTP body part, say).
+        let wrap: @Sendable (ByteBuffer) -> NIOAny
+        /// Written on every heartbeat, so that proxies and browsers keep an idle connection.
+        let heartbeat: ByteBuffer
+    }
+
+    /// Why following a connection ended.
+    enum Ending: Sendable {
+        /// The server is shutting down.
+        case closed
+        /// This subscriber was ended (its session ended).
+        case ended
+        /// The connection stopped taking what was written, or events were lost on the way: it reconnects and replays.
+        case lagging
+        /// The connection closed.
+        case gone
+        /// The following task was cancelled.
+        case cancelled
+    }
+
     private struct Event {
         let sequence: UInt64
         let payload: ByteBuffer
@@ -52,6 +77,11 @@ final class LiveChannel: Sendable {
         /// behind rather than taken out on every wake-up: wait numbers are never reused, so it finds no waiter).
         var endedSubscribers = Set<UInt64>()
         var waitOfSubscriber: [UInt64: UInt64] = [:]
+        /// Followed connections, by event loop, and where each followed subscriber is.
+        var loops: [ObjectIdentifier: LoopSubscribers] = [:]
+        var loopOfSubscriber: [UInt64: LoopSubscribers] = [:]
+        /// Followed subscribers whose task was cancelled before their loop took them in.
+        var cancelledSubscribers = Set<UInt64>()
     }
 
     let limits: Limits
@@ -70,13 +100,14 @@ final class LiveChannel: Sendable {
     @discardableResult
     func publish(_ payload: (UInt64) -> ByteBuffer) -> UInt64 {
         let now = ContinuousClock.now
-        let (waiters, sequence) = state.withLockedValue { state in
+        let (waiters, loops, sequence) = state.withLockedValue { state in
             state.latest += 1
             state.events.append(Event(sequence: state.latest, payload: payload(state.latest), at: now))
             Self.prune(&state, limits: limits, now: now)
-            return (Self.takeWaiters(&state), state.latest)
+            return (Self.takeWaiters(&state), Array(state.loops.values), state.latest)
         }
         for waiter in waiters { waiter.resume(returning: .data) }
+        for loop in loops { loop.eventLoop.execute { loop.deliver() } }
         return sequence
     }
 
@@ -123,31 +154,65 @@ final class LiveChannel: Sendable {
         }
     }
 
-    /// Wakes every waiting subscriber so it can write a keep-alive; old events leave the window meanwhile.
+    /// What follows `cursor` now, without waiting: nil when nothing does.
+    func available(after cursor: UInt64) -> Next? {
+        state.withLockedValue { Self.collect(after: cursor, maxLag: nil, $0) }
+    }
+
+    /// Writes every event after `cursor` to `connection` as it is published, from the connection's event loop, until
+    /// the connection closes or falls behind, the subscriber is ended, the server shuts down, or the task is cancelled.
+    /// `subscriber`: the number `subscribed` gave.
+    func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64) async -> Ending {
+        let eventLoop = connection.channel.eventLoop
+        let loop = state.withLockedValue { state in
+            let key = ObjectIdentifier(eventLoop)
+            if let loop = state.loops[key] { return loop }
+            let loop = LoopSubscribers(owner: self, eventLoop: eventLoop, delivered: state.latest)
+            state.loops[key] = loop
+            return loop
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (ending: CheckedContinuation<Ending, Never>) in
+                eventLoop.execute {
+                    loop.add(LoopSubscribers.Follower(id: subscriber, connection: connection, cursor: cursor, ending: ending))
+                }
+            }
+        } onCancel: {
+            state.withLockedValue { _ = $0.cancelledSubscribers.insert(subscriber) }
+            eventLoop.execute { loop.finish(subscriber, .cancelled) }
+        }
+    }
+
+    /// Wakes every waiting subscriber so it can write a keep-alive, and writes one to every followed connection;
+    /// old events leave the window meanwhile.
     func heartbeat() {
-        let waiters = state.withLockedValue { state in
+        let (waiters, loops) = state.withLockedValue { state in
             Self.prune(&state, limits: limits, now: .now)
-            return Self.takeWaiters(&state)
+            return (Self.takeWaiters(&state), Array(state.loops.values))
         }
         for waiter in waiters { waiter.resume(returning: .heartbeat) }
+        for loop in loops { loop.eventLoop.execute { loop.heartbeat() } }
     }
 
     /// Ends every subscription, now and from now on (graceful shutdown).
     func close() {
-        let waiters = state.withLockedValue { state in
+        let (waiters, loops) = state.withLockedValue { state in
             state.closed = true
-            return Self.takeWaiters(&state)
+            return (Self.takeWaiters(&state), Array(state.loops.values))
         }
         for waiter in waiters { waiter.resume(returning: .closed) }
+        for loop in loops { loop.eventLoop.execute { loop.finishAll(.closed) } }
     }
 
-    /// Ends one subscriber: its wait, now or next, answers `.ended`.
+    /// Ends one subscriber: its wait, now or next, answers `.ended`, and so does its following.
     func end(subscriber: UInt64) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Wakeup, Never>? in
+        let (waiter, loop) = state.withLockedValue { state -> (CheckedContinuation<Wakeup, Never>?, LoopSubscribers?) in
             state.endedSubscribers.insert(subscriber)
-            return state.waitOfSubscriber.removeValue(forKey: subscriber).flatMap { state.waiters.removeValue(forKey: $0) }
+            let waiter = state.waitOfSubscriber.removeValue(forKey: subscriber).flatMap { state.waiters.removeValue(forKey: $0) }
+            return (waiter, state.loopOfSubscriber[subscriber])
         }
         waiter?.resume(returning: .ended)
+        if let loop { loop.eventLoop.execute { loop.finish(subscriber, .ended) } }
     }
 
     /// Counts a subscriber in for the length of `body`, which gets the subscriber's number.
@@ -161,6 +226,7 @@ final class LiveChannel: Sendable {
             state.withLockedValue { state in
                 state.subscribers -= 1
                 state.endedSubscribers.remove(subscriber)
+                state.cancelledSubscribers.remove(subscriber)
                 state.waitOfSubscriber.removeValue(forKey: subscriber)
             }
         }
@@ -187,6 +253,136 @@ final class LiveChannel: Sendable {
     private static func prune(_ state: inout State, limits: Limits, now: ContinuousClock.Instant) {
         while let oldest = state.events.first, state.events.count > limits.window || now - oldest.at > limits.maxAge {
             state.events.removeFirst()
+        }
+    }
+
+    /// The followed connections of one event loop. Everything here runs on that loop, so nothing in it is locked.
+    final class LoopSubscribers: @unchecked Sendable {
+        struct Follower {
+            let id: UInt64
+            let connection: Connection
+            /// The last event written to it.
+            var cursor: UInt64
+            let ending: CheckedContinuation<Ending, Never>
+            /// Events written while the connection would not take more.
+            var unwritable = 0
+        }
+
+        let eventLoop: any EventLoop
+        private unowned let owner: LiveChannel
+        private var followers: [UInt64: Follower] = [:]
+        /// The last event written to every follower here (each follower's cursor is at least this).
+        private var delivered: UInt64
+
+        init(owner: LiveChannel, eventLoop: any EventLoop, delivered: UInt64) {
+            self.owner = owner
+            self.eventLoop = eventLoop
+            self.delivered = delivered
+        }
+
+        /// Takes a follower in, first writing what was published since its cursor.
+        func add(_ follower: Follower) {
+            eventLoop.preconditionInEventLoop()
+            var follower = follower
+            let (stopped, next): (Ending?, Next?) = owner.state.withLockedValue { state in
+                if state.closed { return (.closed, nil) }
+                if state.endedSubscribers.contains(follower.id) { return (.ended, nil) }
+                if state.cancelledSubscribers.contains(follower.id) { return (.cancelled, nil) }
+                state.loopOfSubscriber[follower.id] = self
+                if followers.isEmpty { delivered = state.latest }
+                return (nil, LiveChannel.collect(after: follower.cursor, maxLag: nil, state))
+            }
+            if let stopped {
+                follower.ending.resume(returning: stopped)
+                return
+            }
+            switch next {
+            case .event(let payload, let sequence):
+                write([payload], through: sequence, to: &follower)
+            case .events(let payloads, let through):
+                write(payloads, through: through, to: &follower)
+            case .gap:
+                forget(follower.id)
+                follower.ending.resume(returning: .lagging)
+                return
+            case .closed:
+                forget(follower.id)
+                follower.ending.resume(returning: .closed)
+                return
+            case nil, .lagging, .heartbeat, .cancelled, .ended:
+                break
+            }
+            followers[follower.id] = follower
+            let id = follower.id
+            follower.connection.channel.closeFuture.whenComplete { _ in self.finish(id, .gone) }
+        }
+
+        /// Writes what was published since the last delivery to every follower, flushing each once.
+        func deliver() {
+            eventLoop.preconditionInEventLoop()
+            let next = owner.state.withLockedValue { state -> Next? in
+                if followers.isEmpty {
+                    delivered = state.latest
+                    return nil
+                }
+                return LiveChannel.collect(after: delivered, maxLag: nil, state)
+            }
+            let payloads: [ByteBuffer]
+            let through: UInt64
+            switch next {
+            case .event(let payload, let sequence): (payloads, through) = ([payload], sequence)
+            case .events(let all, let last): (payloads, through) = (all, last)
+            case .gap:
+                // Events left the window before this loop wrote them: every follower here reconnects and replays.
+                finishAll(.lagging)
+                return
+            case nil, .closed, .lagging, .heartbeat, .cancelled, .ended:
+                return
+            }
+            let first = through - UInt64(payloads.count) + 1
+            for id in Array(followers.keys) {
+                guard var follower = followers[id] else { continue }
+                // A follower taken in after this delivery was scheduled already has its first events.
+                let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
+                if skipped < payloads.count { write(payloads[skipped...], through: through, to: &follower) }
+                if follower.unwritable > owner.limits.subscriberBuffer {
+                    finish(id, .lagging)
+                } else {
+                    followers[id] = follower
+                }
+            }
+            delivered = through
+        }
+
+        func heartbeat() {
+            eventLoop.preconditionInEventLoop()
+            for follower in followers.values {
+                follower.connection.channel.writeAndFlush(follower.connection.wrap(follower.connection.heartbeat), promise: nil)
+            }
+        }
+
+        /// Stops following one subscriber (if it is still followed here) and wakes its task.
+        func finish(_ id: UInt64, _ ending: Ending) {
+            eventLoop.preconditionInEventLoop()
+            guard let follower = followers.removeValue(forKey: id) else { return }
+            forget(id)
+            follower.ending.resume(returning: ending)
+        }
+
+        func finishAll(_ ending: Ending) {
+            for id in Array(followers.keys) { finish(id, ending) }
+        }
+
+        private func forget(_ id: UInt64) {
+            owner.state.withLockedValue { _ = $0.loopOfSubscriber.removeValue(forKey: id) }
+        }
+
+        private func write<Payloads: Collection<ByteBuffer>>(_ payloads: Payloads, through: UInt64, to follower: inout Follower) {
+            let channel = follower.connection.channel
+            for payload in payloads { channel.write(follower.connection.wrap(payload), promise: nil) }
+            channel.flush()
+            follower.cursor = through
+            follower.unwritable = channel.isWritable ? 0 : follower.unwritable + payloads.count
         }
     }
 }

@@ -24,6 +24,8 @@ struct LiveStreamController {
         let lastEventID = request.headers[.lastEventID] ?? request.uri.queryParameters["last_event_id"].map(String.init)
         let (streams, open, holds) = (streams, metrics.openEventStreams, holds)
         let session = context.identity?.session
+        // Events go straight to the connection; the router test client's channel is a stand-in that drops them.
+        let connection = context.channel
         return Response(
             status: .ok,
             headers: [
@@ -35,7 +37,8 @@ struct LiveStreamController {
                 open.increment()
                 defer { open.decrement() }
                 try await streams.serve(
-                    stream, lastEventID: lastEventID, heldBy: session.map { session in { end in holds.hold(session, end: end) } }, to: &writer
+                    stream, lastEventID: lastEventID, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
+                    on: connection, to: &writer
                 )
             }
         )

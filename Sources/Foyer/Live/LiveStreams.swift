@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOHTTPTypes
 import ServiceLifecycle
 
 /// The streams pages follow, each a LiveChannel. Changes are rendered once into `<turbo-stream>` HTML, framed
@@ -60,9 +61,11 @@ final class LiveStreams: Sendable {
     /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, the
     /// server shuts down, or the session that opened it ends. `lastEventID` resumes a reconnect: the missed events
     /// from the window, or a reload. `heldBy`: takes the stream's ending and gives back what releases the hold.
+    /// The opening and any replay go through `writer`; from then on events are written by the channel's fan-out
+    /// straight to `connection` (the channel the response is written on), so a change wakes no task per subscriber.
     func serve(
         _ stream: Stream, lastEventID: String?, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
-        to writer: inout any ResponseBodyWriter
+        on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
         let channel = channel(stream)
         try await channel.subscribed { subscriber in
@@ -72,42 +75,33 @@ final class LiveStreams: Sendable {
             var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
             if let lastEventID {
                 if let resumed = sequence(of: lastEventID), resumed <= cursor {
-                    cursor = resumed
+                    switch channel.available(after: resumed) {
+                    case .event(let payload, let sequence):
+                        opening.writeImmutableBuffer(payload)
+                        cursor = sequence
+                    case .events(let payloads, let through):
+                        for payload in payloads { opening.writeImmutableBuffer(payload) }
+                        cursor = through
+                    case .gap:
+                        opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
+                    case nil, .lagging, .heartbeat, .closed, .cancelled, .ended:
+                        break
+                    }
                 } else {
                     opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
                 }
             }
             try await writer.write(opening)
-            var replaying = true
-            try await withGracefulShutdownHandler {
-                while true {
-                    switch await channel.next(after: cursor, maxLag: replaying ? nil : channel.limits.subscriberBuffer, subscriber: subscriber) {
-                    case .event(let payload, let sequence):
-                        cursor = sequence
-                        try await writer.write(payload)
-                    case .events(let payloads, let through):
-                        // A replay: one write for all of it.
-                        cursor = through
-                        var joined = ByteBuffer()
-                        for payload in payloads { joined.writeImmutableBuffer(payload) }
-                        try await writer.write(joined)
-                    case .gap(let latest):
-                        cursor = latest
-                        try await writer.write(reloadEvent(stream, at: latest))
-                    case .heartbeat:
-                        try await writer.write(Self.heartbeatComment)
-                    case .ended:
-                        // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
-                        try await writer.write(Self.signedOutEvent)
-                        return
-                    case .lagging, .closed, .cancelled:
-                        return
-                    }
-                    replaying = false
-                }
+            let following = LiveChannel.Connection(
+                channel: connection, wrap: { NIOAny(HTTPResponsePart.body($0)) }, heartbeat: Self.heartbeatComment
+            )
+            let ending = await withGracefulShutdownHandler {
+                await channel.follow(following, after: cursor, subscriber: subscriber)
             } onGracefulShutdown: {
                 self.closeAll()
             }
+            // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
+            if case .ended = ending { try await writer.write(Self.signedOutEvent) }
         }
         try await writer.finish(nil)
     }
