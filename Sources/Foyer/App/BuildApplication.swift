@@ -31,7 +31,7 @@ public func buildApplication(
     let (router, errors) = try buildRouter(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks
     )
-    let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+    let webSocketRouter = Router(context: FoyerWebSocketRequestContext.self)
     tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
     let (webSocketResponder, edge) = (webSocketRouter.buildResponder(), Edge(settings: config.edge, metrics: app.metrics, views: app.views))
 

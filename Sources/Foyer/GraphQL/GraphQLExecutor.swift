@@ -13,9 +13,15 @@ protocol GraphQLExecutor: Sendable {
     /// Starts a subscription. The stream ends when the server completes it; ending the iteration stops it.
     /// It fails with GraphQLUpstreamError when the server cannot be reached or no longer accepts the credentials.
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error>
+    /// The same subscription as one that every subscriber of the same request shares, when this executor shares
+    /// them (the embedded service does): a socket then follows the shared results from its own event loop instead
+    /// of reading them on a task of its own. nil: this executor does not share, use `subscribe`.
+    func sharedSubscription(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> SharedSubscriptions.Start?
 }
 
 extension GraphQLExecutor {
+    func sharedSubscription(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> SharedSubscriptions.Start? { nil }
+
     /// Executors that run the request themselves read it first.
     func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         try await execute(JSONDecoder().decode(GraphQLRequest.self, from: request), credentials: credentials)
@@ -115,8 +121,24 @@ extension EmbeddedGraphQLExecutor {
     /// Subscribers with the same request share one execution (SharedSubscriptions): the schema has nothing that
     /// differs by user, so the results are the same for all.
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        switch try await share(request) {
+        case .refused(let errors):
+            return AsyncThrowingStream { continuation in
+                continuation.yield(.refused(errors))
+                continuation.finish()
+            }
+        case .joined(let membership):
+            return shared.events(of: membership)
+        }
+    }
+
+    func sharedSubscription(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> SharedSubscriptions.Start? {
+        try await share(request)
+    }
+
+    private func share(_ request: GraphQLRequest) async throws -> SharedSubscriptions.Start {
         let key = try SharedSubscriptions.Key(request)
-        if let feed = shared.attach(key) { return shared.events(of: feed, key: key) }
+        if let membership = shared.attach(key) { return .joined(membership) }
         let started: Result<AsyncThrowingStream<GraphQLResult, any Error>, GraphQLErrors>
         do {
             started = try await graphqlSubscribe(
@@ -125,17 +147,11 @@ extension EmbeddedGraphQLExecutor {
         } catch let error as GraphQLError {
             started = .failure(GraphQLErrors([error]))
         }
-        let encoder = JSONEncoder()
         switch started {
         case .failure(let errors):
-            let refusal = SubscriptionEvent.refused(ByteBuffer(bytes: try encoder.encode(errors.errors)))
-            return AsyncThrowingStream { continuation in
-                continuation.yield(refusal)
-                continuation.finish()
-            }
+            return .refused(ByteBuffer(bytes: try JSONEncoder().encode(errors.errors)))
         case .success(let results):
-            let feed = shared.install(key, results: results)
-            return shared.events(of: feed, key: key)
+            return .joined(shared.install(key, results: results))
         }
     }
 }

@@ -28,6 +28,19 @@ enum GraphQLWebSocketDialect: String, Sendable {
     var resultType: String { self == .legacy ? "data" : "next" }
 }
 
+/// The websocket routes' request context: Hummingbird's, and the connection, which shared subscriptions write to.
+struct FoyerWebSocketRequestContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        channel = source.channel
+    }
+}
+
 /// WebSocket `/graphql`: subscriptions, and queries and mutations too, for a signed-in user. The user is known
 /// from the `connection_init` payload (`Authorization: Bearer …`, as the showcase apps send it) or from the
 /// upgrade request itself (a Bearer header, or the session cookie when the page is one of ours).
@@ -41,7 +54,7 @@ struct GraphQLWebSocketController {
     /// The same rules as over HTTP: persisted queries, trusted documents, introspection, limits.
     let admission: GraphQLAdmission
 
-    func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
+    func addRoutes(to router: Router<FoyerWebSocketRequestContext>) {
         router.ws("/graphql") { request, _ in
             // Without a dialect we could not be understood: the request goes on to HTTP GET /graphql, which says so.
             guard let dialect = GraphQLWebSocketDialect.chosen(from: request.headers[values: .secWebSocketProtocol]) else {
@@ -50,7 +63,9 @@ struct GraphQLWebSocketController {
             return .upgrade([.secWebSocketProtocol: dialect.rawValue])
         } onUpgrade: { inbound, outbound, context in
             guard let dialect = GraphQLWebSocketDialect.chosen(from: context.request.headers[values: .secWebSocketProtocol]) else { return }
-            let connection = GraphQLSocketConnection(dialect: dialect, upgradeRequest: context.request, controller: self)
+            let connection = GraphQLSocketConnection(
+                dialect: dialect, upgradeRequest: context.request, channel: context.requestContext.channel, controller: self
+            )
             // Upstream subscriptions started on this socket carry its trace.
             let trace = RequestTrace(continuing: context.request.headers, fallbackID: RequestTrace.newRequestID())
             metrics.openWebSockets.increment()
@@ -135,6 +150,8 @@ private struct GraphQLSocketConnection: Sendable {
 
     let dialect: GraphQLWebSocketDialect
     let upgradeRequest: Request
+    /// The socket's connection: shared subscriptions write their results to it from its event loop.
+    let channel: any Channel
     let controller: GraphQLWebSocketController
     let shared = Shared()
 
@@ -145,7 +162,7 @@ private struct GraphQLSocketConnection: Sendable {
             group.addTask {
                 for await item in outgoing {
                     if send.isOverflowed {
-                        try? await outbound.close(.unknown(1013), reason: "Too far behind: reconnect and subscribe again")
+                        try? await outbound.close(.unknown(1013), reason: GraphQLSocketOutbox.fellBehindReason)
                         return
                     }
                     switch item {
@@ -288,7 +305,7 @@ private struct GraphQLSocketConnection: Sendable {
 
     private func start(_ operation: GraphQLController.Operation, id: String, identity: Identity, send: GraphQLSocketOutbox) {
         let (admission, executor, credentialSource, dialect, shared) = (controller.admission, controller.executor, controller.credentials, dialect, shared)
-        let active = controller.metrics.activeSubscriptions
+        let (active, channel) = (controller.metrics.activeSubscriptions, channel)
         let run = UUID()
         shared.operations.withLockedValue { operations in
             let task = Task {
@@ -302,14 +319,30 @@ private struct GraphQLSocketConnection: Sendable {
                     if admitted.type == .subscription {
                         active.increment()
                         defer { active.decrement() }
-                        for try await event in try await executor.subscribe(request, credentials: credentials) {
-                            guard !Task.isCancelled else { return }
-                            switch event {
-                            case .next(let result):
-                                send.yield(.text(Self.envelope(dialect.resultType, id: id, payload: result)))
-                            case .refused(let errors):
-                                Self.fail(id, errors: errors, dialect: dialect, send: send)
+                        switch try await executor.sharedSubscription(request, credentials: credentials) {
+                        case .refused(let errors):
+                            Self.fail(id, errors: errors, dialect: dialect, send: send)
+                            return
+                        case .joined(let membership):
+                            // Results go from the feed straight to the socket, each in this operation's envelope.
+                            let envelope = Self.resultEnvelope(dialect, id: id)
+                            switch await membership.follow(on: channel, frame: envelope) {
+                            case .closed: break
+                            case .lagging:
+                                send.fellBehind()
                                 return
+                            case .gone, .cancelled, .ended: return
+                            }
+                        case nil:
+                                for try await event in try await executor.subscribe(request, credentials: credentials) {
+                                guard !Task.isCancelled else { return }
+                                switch event {
+                                case .next(let result):
+                                    send.yield(.text(Self.envelope(dialect.resultType, id: id, payload: result)))
+                                case .refused(let errors):
+                                    Self.fail(id, errors: errors, dialect: dialect, send: send)
+                                    return
+                                }
                             }
                         }
                     } else {
@@ -355,6 +388,19 @@ private struct GraphQLSocketConnection: Sendable {
             result.writeString("}")
             send.yield(.text(envelope("data", id: id, payload: result)))
             send.yield(.text(envelope("complete", id: id, payload: nil)))
+        }
+    }
+
+    /// A result's text frame, made on the socket's event loop from the feed's shared bytes: the same text as
+    /// `envelope(resultType, id:, payload:)`.
+    static func resultEnvelope(_ dialect: GraphQLWebSocketDialect, id: String) -> @Sendable (ByteBuffer) -> NIOAny {
+        let head = ByteBuffer(string: #"{"type":"# + jsonString(dialect.resultType) + #","id":"# + jsonString(id) + #","payload":"#)
+        return { payload in
+            var text = ByteBufferAllocator().buffer(capacity: head.readableBytes + payload.readableBytes + 1)
+            text.writeImmutableBuffer(head)
+            text.writeImmutableBuffer(payload)
+            text.writeStaticString("}")
+            return NIOAny(WebSocketFrame(fin: true, opcode: .text, data: text))
         }
     }
 
@@ -423,6 +469,19 @@ struct GraphQLSocketOutbox: Sendable {
         }
         if first { metrics.laggingWebSockets.increment() }
     }
+
+    /// A subscription written to the socket directly found it not keeping up: the socket closes as an overflowing
+    /// queue would close it.
+    func fellBehind() {
+        let first = overflowed.withLockedValue { overflowed in
+            defer { overflowed = true }
+            return !overflowed
+        }
+        if first { metrics.laggingWebSockets.increment() }
+        continuation.yield(.close(.unknown(1013), Self.fellBehindReason))
+    }
+
+    static let fellBehindReason = "Too far behind: reconnect and subscribe again"
 
     func finish() { continuation.finish() }
     var isOverflowed: Bool { overflowed.withLockedValue { $0 } }

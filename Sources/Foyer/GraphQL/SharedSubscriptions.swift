@@ -4,9 +4,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// The embedded task service's subscriptions, shared: every subscriber that sends the same document, operation
-/// and variables gets the same results, so each result is executed and encoded once, into a LiveChannel, and each
-/// subscriber reads it from there on its own operation's task. No task, stream or GraphQL execution per subscriber:
-/// one feed per distinct subscription, ended when its last subscriber leaves.
+/// and variables gets the same results, so each result is executed and encoded once, into a LiveChannel. A socket
+/// follows it from its event loop (`Membership.follow`); other consumers read it on their own task (`events`). No
+/// GraphQL execution per subscriber: one feed per distinct subscription, ended when its last subscriber leaves.
 final class SharedSubscriptions: Sendable {
     struct Key: Hashable, Sendable {
         let query: String
@@ -34,22 +34,56 @@ final class SharedSubscriptions: Sendable {
         let pump = NIOLockedValueBox<Task<Void, Never>?>(nil)
     }
 
+    /// How a shared subscription starts: refused (a JSON array of GraphQL errors), or joined.
+    enum Start: Sendable {
+        case refused(ByteBuffer)
+        case joined(Membership)
+    }
+
+    /// One subscriber's place in a feed, from the result after it joined. Released, it leaves the feed.
+    final class Membership: Sendable {
+        let feed: Feed
+        let key: Key
+        let owner: SharedSubscriptions
+        /// The last result before this subscriber joined.
+        let joinedAfter: UInt64
+
+        fileprivate init(feed: Feed, key: Key, owner: SharedSubscriptions) {
+            self.feed = feed
+            self.key = key
+            self.owner = owner
+            joinedAfter = feed.channel.latest
+        }
+
+        deinit { owner.detach(key, feed) }
+
+        /// Writes each result to `connection` as `frame` makes it, from the connection's event loop, until the feed
+        /// ends (`.closed`), the connection closes or falls behind, or the task is cancelled.
+        func follow(on connection: any Channel, frame: @escaping @Sendable (ByteBuffer) -> NIOAny) async -> LiveChannel.Ending {
+            let channel = feed.channel
+            return await channel.subscribed { subscriber in
+                await channel.follow(.init(channel: connection, wrap: frame, heartbeat: nil), after: joinedAfter, subscriber: subscriber)
+            }
+        }
+    }
+
     private let feeds = NIOLockedValueBox<[Key: (feed: Feed, subscribers: Int)]>([:])
 
     var feedCount: Int { feeds.withLockedValue { $0.count } }
 
-    /// A running feed for `key`, counted as one more subscriber; nil when there is none yet.
-    func attach(_ key: Key) -> Feed? {
-        feeds.withLockedValue { feeds in
+    /// A place in the running feed for `key`; nil when there is none yet.
+    func attach(_ key: Key) -> Membership? {
+        let feed = feeds.withLockedValue { feeds -> Feed? in
             guard let entry = feeds[key] else { return nil }
             feeds[key] = (entry.feed, entry.subscribers + 1)
             return entry.feed
         }
+        return feed.map { Membership(feed: $0, key: key, owner: self) }
     }
 
     /// Starts the feed for `key` from `results` (a subscription just started), or joins the one another subscriber
     /// started meanwhile.
-    func install(_ key: Key, results: AsyncThrowingStream<GraphQLResult, any Error>) -> Feed {
+    func install(_ key: Key, results: AsyncThrowingStream<GraphQLResult, any Error>) -> Membership {
         let (feed, isNew) = feeds.withLockedValue { feeds in
             if let entry = feeds[key] {
                 feeds[key] = (entry.feed, entry.subscribers + 1)
@@ -59,7 +93,8 @@ final class SharedSubscriptions: Sendable {
             feeds[key] = (feed, 1)
             return (feed, true)
         }
-        guard isNew else { return feed }
+        let membership = Membership(feed: feed, key: key, owner: self)
+        guard isNew else { return membership }
         feed.pump.withLockedValue { pump in
             pump = Task {
                 let encoder = JSONEncoder()
@@ -73,7 +108,7 @@ final class SharedSubscriptions: Sendable {
                 self.remove(key, feed)
             }
         }
-        return feed
+        return membership
     }
 
     /// One subscriber fewer; the last one out stops the feed.
@@ -96,33 +131,27 @@ final class SharedSubscriptions: Sendable {
         }
     }
 
-    /// One subscriber's view of a feed: the results published after now, read on the consumer's own task.
-    func events(of feed: Feed, key: Key) -> AsyncThrowingStream<SubscriptionEvent, any Error> {
-        let reader = Reader(feed: feed, key: key, owner: self)
+    /// One subscriber's results, read on the consumer's own task.
+    func events(of membership: Membership) -> AsyncThrowingStream<SubscriptionEvent, any Error> {
+        let reader = Reader(membership: membership)
         return AsyncThrowingStream(unfolding: { try await reader.next() })
     }
 
     /// Its cursor into the feed. Used only by the one task iterating its stream; leaving (the stream released)
-    /// detaches it.
+    /// releases the membership.
     private final class Reader: @unchecked Sendable {
-        let feed: Feed
-        let key: Key
-        let owner: SharedSubscriptions
+        let membership: Membership
         var cursor: UInt64
         var pending: ArraySlice<ByteBuffer> = []
 
-        init(feed: Feed, key: Key, owner: SharedSubscriptions) {
-            self.feed = feed
-            self.key = key
-            self.owner = owner
-            cursor = feed.channel.latest
+        init(membership: Membership) {
+            self.membership = membership
+            cursor = membership.joinedAfter
         }
-
-        deinit { owner.detach(key, feed) }
 
         func next() async throws -> SubscriptionEvent? {
             while pending.isEmpty {
-                switch await feed.channel.next(after: cursor, maxLag: SharedSubscriptions.subscriberBuffer) {
+                switch await membership.feed.channel.next(after: cursor, maxLag: SharedSubscriptions.subscriberBuffer) {
                 case .event(let payload, let sequence):
                     cursor = sequence
                     return .next(payload)

@@ -40,8 +40,8 @@ final class LiveChannel: Sendable {
         let channel: any Channel
         /// An event's bytes as the connection's pipeline takes them (an HTTP body part, say).
         let wrap: @Sendable (ByteBuffer) -> NIOAny
-        /// Written on every heartbeat, so that proxies and browsers keep an idle connection.
-        let heartbeat: ByteBuffer
+        /// Written on every heartbeat, so that proxies and browsers keep an idle connection; nil: nothing.
+        let heartbeat: ByteBuffer?
     }
 
     /// Why following a connection ended.
@@ -357,7 +357,8 @@ final class LiveChannel: Sendable {
         func heartbeat() {
             eventLoop.preconditionInEventLoop()
             for follower in followers.values {
-                follower.connection.channel.writeAndFlush(follower.connection.wrap(follower.connection.heartbeat), promise: nil)
+                guard let heartbeat = follower.connection.heartbeat else { continue }
+                follower.connection.channel.writeAndFlush(follower.connection.wrap(heartbeat), promise: nil)
             }
         }
 

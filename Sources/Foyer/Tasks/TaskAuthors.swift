@@ -93,6 +93,10 @@ struct TaskAuthorship: GraphQLExecutor {
         try await wrapped.subscribe(request, credentials: credentials)
     }
 
+    func sharedSubscription(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> SharedSubscriptions.Start? {
+        try await wrapped.sharedSubscription(request, credentials: credentials)
+    }
+
     private func observe(
         isQuery: Bool, _ credentials: UpstreamCredentials, _ run: () async throws -> GraphQLReply
     ) async throws -> GraphQLReply {

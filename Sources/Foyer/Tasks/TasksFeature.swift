@@ -89,7 +89,7 @@ struct TasksFeature {
         ).addRoutes(to: router)
     }
 
-    func addWebSocketRoutes(to router: Router<BasicWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
+    func addWebSocketRoutes(to router: Router<FoyerWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
         GraphQLWebSocketController(
             executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission
         ).addRoutes(to: router)
