@@ -83,4 +83,26 @@ import Testing
         let mode = try await database.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
     }
+
+    /// Letting go of start-up's code pages unmaps the executable mappings, and the code runs on from the page cache.
+    @Test func startupCodePagesAreLetGoAndTheCodeRunsOn() throws {
+        func executableResidentKB() throws -> Int {
+            var total = 0, executable = false
+            for line in try String(contentsOfFile: "/proc/self/smaps", encoding: .utf8).split(separator: "\n") {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                if fields.first?.contains("-") == true, fields.count >= 5, !fields[0].hasSuffix(":") {
+                    executable = fields[1] == "r-xp" && fields.count >= 6 && fields[5].hasPrefix("/")
+                } else if executable, fields.first == "Rss:", let size = Int(fields[1]) {
+                    total += size
+                }
+            }
+            return total
+        }
+        let before = try executableResidentKB()
+        #expect(StartupCodePages.release() > 0)
+        let after = try executableResidentKB()
+        #expect(after < before / 2, "resident executable pages: \(before) KB before, \(after) KB after")
+        // What runs next faults its pages back in.
+        #expect(String(decoding: try JSONEncoder().encode(["still": "running"]), as: UTF8.self) == #"{"still":"running"}"#)
+    }
 }

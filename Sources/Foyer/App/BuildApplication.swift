@@ -27,6 +27,7 @@ public func buildApplication(
     if providers.keycloak == nil, let account = config.demoAccount {
         app.run(DemoSeeding(account: account, users: sessions.users, posts: posts.posts, readiness: readiness, logger: logger))
     }
+    if config.releasesStartupCode { app.run(StartupCodePages(readiness: readiness)) }
 
     let (router, errors) = try buildRouter(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks

@@ -30,6 +30,9 @@ public struct FoyerConfig: Sendable {
     public var passwordHashCost: UInt8 = 12
     public var demoAccount: DemoAccount? = DemoAccount()
     public var logLevel: Logger.Level = .info
+    /// Whether the server lets go of the code pages only start-up used, once it is ready (`StartupCodePages`).
+    /// `foyer serve` does; an application built inside another process (a test runner) leaves that process alone.
+    public var releasesStartupCode = false
     /// The upstream GraphQL task server; nil runs the embedded task service in-process.
     public var graphQLURL: String?
     /// The upstream's websocket for subscriptions; default: graphQLURL with ws(s):// (or the sync-app's websocketUrl).
