@@ -334,7 +334,7 @@ private struct GraphQLSocketConnection: Sendable {
                             case .gone, .cancelled, .ended: return
                             }
                         case nil:
-                                for try await event in try await executor.subscribe(request, credentials: credentials) {
+                            for try await event in try await executor.subscribe(request, credentials: credentials) {
                                 guard !Task.isCancelled else { return }
                                 switch event {
                                 case .next(let result):
