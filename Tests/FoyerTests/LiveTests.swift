@@ -143,7 +143,7 @@ import Glibc
         let channel = LiveChannel()
         let connection = NIOAsyncTestingChannel()
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
-        let following = LiveChannel.Connection(channel: connection, wrap: { NIOAny($0) }, heartbeat: ByteBuffer(string: "."))
+        let following = LiveChannel.Connection(channel: connection, write: { connection.write($0, promise: nil) }, heartbeat: ByteBuffer(string: "."))
         async let ending = channel.subscribed { subscriber in await channel.follow(following, after: 0, subscriber: subscriber) }
         while channel.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(20))
@@ -159,7 +159,7 @@ import Glibc
         let channel = LiveChannel(limits: .init(window: 100, maxAge: .seconds(60), subscriberBuffer: 3))
         let connection = NIOAsyncTestingChannel()
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
-        let following = LiveChannel.Connection(channel: connection, wrap: { NIOAny($0) }, heartbeat: nil)
+        let following = LiveChannel.Connection(channel: connection, write: { connection.write($0, promise: nil) }, heartbeat: nil)
         async let ending = channel.subscribed { subscriber in await channel.follow(following, after: 0, subscriber: subscriber) }
         while channel.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(20))

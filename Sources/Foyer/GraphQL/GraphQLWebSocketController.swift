@@ -393,14 +393,14 @@ private struct GraphQLSocketConnection: Sendable {
 
     /// A result's text frame, made on the socket's event loop from the feed's shared bytes: the same text as
     /// `envelope(resultType, id:, payload:)`.
-    static func resultEnvelope(_ dialect: GraphQLWebSocketDialect, id: String) -> @Sendable (ByteBuffer) -> NIOAny {
+    static func resultEnvelope(_ dialect: GraphQLWebSocketDialect, id: String) -> @Sendable (ByteBuffer) -> WebSocketFrame {
         let head = ByteBuffer(string: #"{"type":"# + jsonString(dialect.resultType) + #","id":"# + jsonString(id) + #","payload":"#)
         return { payload in
             var text = ByteBufferAllocator().buffer(capacity: head.readableBytes + payload.readableBytes + 1)
             text.writeImmutableBuffer(head)
             text.writeImmutableBuffer(payload)
             text.writeStaticString("}")
-            return NIOAny(WebSocketFrame(fin: true, opcode: .text, data: text))
+            return WebSocketFrame(fin: true, opcode: .text, data: text)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import GraphQL
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOWebSocket
 
 /// The embedded task service's subscriptions, shared: every subscriber that sends the same document, operation
 /// and variables gets the same results, so each result is executed and encoded once, into a LiveChannel. A socket
@@ -59,10 +60,11 @@ final class SharedSubscriptions: Sendable {
 
         /// Writes each result to `connection` as `frame` makes it, from the connection's event loop, until the feed
         /// ends (`.closed`), the connection closes or falls behind, or the task is cancelled.
-        func follow(on connection: any Channel, frame: @escaping @Sendable (ByteBuffer) -> NIOAny) async -> LiveChannel.Ending {
+        func follow(on connection: any Channel, frame: @escaping @Sendable (ByteBuffer) -> WebSocketFrame) async -> LiveChannel.Ending {
             let channel = feed.channel
             return await channel.subscribed { subscriber in
-                await channel.follow(.init(channel: connection, wrap: frame, heartbeat: nil), after: joinedAfter, subscriber: subscriber)
+                let following = LiveChannel.Connection(channel: connection, write: { connection.write(frame($0), promise: nil) }, heartbeat: nil)
+                return await channel.follow(following, after: joinedAfter, subscriber: subscriber)
             }
         }
     }

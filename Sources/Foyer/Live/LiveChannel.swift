@@ -38,8 +38,9 @@ final class LiveChannel: Sendable {
     /// A subscriber's connection, written to from its event loop.
     struct Connection: Sendable {
         let channel: any Channel
-        /// An event's bytes as the connection's pipeline takes them (an HTTP body part, say).
-        let wrap: @Sendable (ByteBuffer) -> NIOAny
+        /// Writes (without flushing) an event's bytes as the connection's pipeline takes them: an HTTP body part,
+        /// a websocket frame.
+        let write: @Sendable (ByteBuffer) -> Void
         /// Written on every heartbeat, so that proxies and browsers keep an idle connection; nil: nothing.
         let heartbeat: ByteBuffer?
     }
@@ -358,7 +359,8 @@ final class LiveChannel: Sendable {
             eventLoop.preconditionInEventLoop()
             for follower in followers.values {
                 guard let heartbeat = follower.connection.heartbeat else { continue }
-                follower.connection.channel.writeAndFlush(follower.connection.wrap(heartbeat), promise: nil)
+                follower.connection.write(heartbeat)
+                follower.connection.channel.flush()
             }
         }
 
@@ -380,7 +382,7 @@ final class LiveChannel: Sendable {
 
         private func write<Payloads: Collection<ByteBuffer>>(_ payloads: Payloads, through: UInt64, to follower: inout Follower) {
             let channel = follower.connection.channel
-            for payload in payloads { channel.write(follower.connection.wrap(payload), promise: nil) }
+            for payload in payloads { follower.connection.write(payload) }
             channel.flush()
             follower.cursor = through
             follower.unwritable = channel.isWritable ? 0 : follower.unwritable + payloads.count

@@ -93,7 +93,7 @@ final class LiveStreams: Sendable {
             }
             try await writer.write(opening)
             let following = LiveChannel.Connection(
-                channel: connection, wrap: { NIOAny(HTTPResponsePart.body($0)) }, heartbeat: Self.heartbeatComment
+                channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
             )
             let ending = await withGracefulShutdownHandler {
                 await channel.follow(following, after: cursor, subscriber: subscriber)
