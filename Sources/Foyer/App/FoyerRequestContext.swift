@@ -23,21 +23,19 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
     /// snake_case keys and ISO-8601 UTC times: what Rails-shaped clients expect.
     public var responseEncoder: JSONEncoder { Self.encoder }
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
+    static let encoder = makeEncoder(keys: .convertToSnakeCase)
 
     /// The same, for values that name their keys in snake_case themselves (`SnakeCaseKeyed`).
-    static let snakeCaseKeyedEncoder: JSONEncoder = {
+    static let snakeCaseKeyedEncoder = makeEncoder(keys: .useDefaultKeys)
+
+    /// One recipe for both, so the API's times and formatting cannot differ between them.
+    private static func makeEncoder(keys: JSONEncoder.KeyEncodingStrategy) -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
+        encoder.keyEncodingStrategy = keys
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
-    }()
+    }
 
     /// The signed-in user, or an error that answers 401 in the format the client asked for.
     public func requireIdentity() throws -> Identity {

@@ -289,9 +289,12 @@ final class LiveChannel: Sendable {
                 if state.closed { return (.closed, nil) }
                 if state.endedSubscribers.contains(follower.id) { return (.ended, nil) }
                 if state.cancelledSubscribers.contains(follower.id) { return (.cancelled, nil) }
+                let next = LiveChannel.collect(after: follower.cursor, maxLag: nil, state)
+                // What it has not seen already left the window: it reconnects and replays (or reloads).
+                if case .gap = next { return (.lagging, nil) }
                 state.loopOfSubscriber[follower.id] = self
                 if followers.isEmpty { delivered = state.latest }
-                return (nil, LiveChannel.collect(after: follower.cursor, maxLag: nil, state))
+                return (nil, next)
             }
             if let stopped {
                 follower.ending.resume(returning: stopped)
@@ -302,15 +305,8 @@ final class LiveChannel: Sendable {
                 write([payload], through: sequence, to: &follower)
             case .events(let payloads, let through):
                 write(payloads, through: through, to: &follower)
-            case .gap:
-                forget(follower.id)
-                follower.ending.resume(returning: .lagging)
-                return
-            case .closed:
-                forget(follower.id)
-                follower.ending.resume(returning: .closed)
-                return
-            case nil, .lagging, .heartbeat, .cancelled, .ended:
+            case nil, .gap, .closed, .lagging, .heartbeat, .cancelled, .ended:
+                // Nothing new since its cursor (the window is not closed and has no gap: both were answered above).
                 break
             }
             followers[follower.id] = follower
