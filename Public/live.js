@@ -21,6 +21,26 @@ if (!customElements.get("turbo-stream-source")) {
         const id = event.lastEventId
         if (id) requestAnimationFrame(() => { if (this.isConnected) this.dataset.lastEventId = id })
       })
+      // The server reloads a live frame when the page missed events (data-live-reload). The fresh page may have
+      // been read before the events that arrive while the frame loads, and those found no target in the empty
+      // frame: they are kept and applied again once it has loaded (each action leaves the page the same when
+      // applied twice). Views escape ">", so only the server's own frame can end with this attribute.
+      this.source.addEventListener("message", (event) => {
+        if (event.data.includes(" data-live-reload></turbo-frame>")) this.eventsDuringReload = []
+        else if (this.eventsDuringReload) {
+          this.eventsDuringReload.push(event.data)
+          // A frame that never loads (its request failed) stops the keeping: the next reload brings the page back.
+          if (this.eventsDuringReload.length > 1000) this.eventsDuringReload = null
+        }
+      })
+      this.frameLoaded = (event) => {
+        const frame = event.target
+        if (!this.eventsDuringReload || !frame.isConnected || !frame.hasAttribute("data-live-reload")) return
+        const events = this.eventsDuringReload
+        this.eventsDuringReload = null
+        for (const html of events) Turbo.renderStreamMessage(html)
+      }
+      document.addEventListener("turbo:frame-load", this.frameLoaded)
       // The session ended (signed out elsewhere, revoked, expired): the stream's last event names where to go.
       this.source.addEventListener("signed-out", (event) => {
         this.disconnectedCallback()
@@ -30,6 +50,8 @@ if (!customElements.get("turbo-stream-source")) {
 
     disconnectedCallback() {
       if (!this.source) return
+      document.removeEventListener("turbo:frame-load", this.frameLoaded)
+      this.eventsDuringReload = null
       Turbo.disconnectStreamSource(this.source)
       this.source.close()
       this.source = null

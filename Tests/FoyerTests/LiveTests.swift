@@ -86,7 +86,7 @@ import Glibc
 
         let restarted = streamsWithTwoEvents()
         let fromBeforeARestart = try await Self.written(by: restarted, lastEventID: "oldboot-7")
-        #expect(fromBeforeARestart.contains(##"<turbo-frame id="posts-live" src="#" target="_top">"##))
+        #expect(fromBeforeARestart.contains(##"<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>"##))
         #expect(fromBeforeARestart.contains("id: \(restarted.bootID)-2\n"), "the reload moves the client to the latest id")
         #expect(!fromBeforeARestart.contains("<p>two"))
 

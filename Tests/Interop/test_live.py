@@ -280,7 +280,7 @@ def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
         patch_post(server, token, post_id, {"content": f"edit {number}"})
     gap = RawStream(server, path, [f"Last-Event-ID: {seen[0].decode()}"])
     reload = gap.read_until(b"</turbo-stream>\n\n")
-    assert b'<turbo-frame id="posts-live" src="#" target="_top">' in reload
+    assert b'<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>' in reload
     assert b"edit 1004" not in reload
     gap.close()
 
@@ -374,24 +374,51 @@ def test_an_upstream_restart_reloads_open_lists(tmp_path, browser):  # noqa: F81
         sign_in(page, foyer)
         follow(page, foyer.url + "/tasks")
         page.locator("li.task", has_text="Before the restart").wait_for()
-        page.evaluate("document.getElementById('tasks').dataset.renderedBefore = 'yes'")
+        page.evaluate("""() => {
+            document.getElementById('tasks').dataset.renderedBefore = 'yes'
+            window.streamsSeen = 0
+            document.addEventListener('turbo:before-stream-render', () => window.streamsSeen++)
+        }""")
 
+        def wait_for_the_subscription():
+            # Legacy graphql-ws never acknowledges a subscription: an event published before the upstream started
+            # it is not sent.
+            deadline = time.monotonic() + 10
+            while json.loads(get(peer.url + "_peer/subscribers")[1])["taskAdded"] < 1:
+                assert time.monotonic() < deadline, "Foyer did not subscribe to the restarted upstream"
+                time.sleep(0.05)
+
+        # The reload's page is read, then a task is added and its event reaches the page before that page does:
+        # the event finds no list to join, and the page read earlier does not have the task.
+        def hold_the_reload(route):
+            if route.request.headers.get("turbo-frame") != "tasks-live":
+                return route.continue_()
+            read_before = route.fetch()
+            wait_for_the_subscription()
+            seen = page.evaluate("window.streamsSeen")
+            status, body = post(peer.url, {"query": 'mutation { createTask(title: "During the reload", description: "d") { id } }'}, peer.token)
+            assert status == 200, body
+            wait_for_page(page, f"window.streamsSeen > {seen}")
+            route.fulfill(response=read_before)
+
+        the_list = re.compile(r"/tasks$")
+        page.route(the_list, hold_the_reload)
         peer.stop()
         peer.start()  # the same port, and like the showcase server's memory store, empty
         # Events may have been missed while the upstream was away: the list is loaded again, in place.
         wait_for_page(page, "document.getElementById('tasks')?.dataset.renderedBefore === undefined", timeout=15000)
         page.locator("li.task", has_text="Before the restart").wait_for(state="detached", timeout=5000)
+        # What arrived while the list loaded is applied again once it has.
+        page.locator("li.task", has_text="During the reload").wait_for(timeout=5000)
         assert page.evaluate("window.neverReloaded") is True
+        page.unroute(the_list)
 
-        # And it follows the new upstream's events again, once the upstream has the subscription running (legacy
-        # graphql-ws never acknowledges one: an event published before the server starts it is not sent).
-        deadline = time.monotonic() + 10
-        while json.loads(get(peer.url + "_peer/subscribers")[1])["taskAdded"] < 1:
-            assert time.monotonic() < deadline, "Foyer did not subscribe to the restarted upstream"
-            time.sleep(0.05)
+        # And it follows the new upstream's events again.
+        wait_for_the_subscription()
         status, body = post(peer.url, {"query": 'mutation { createTask(title: "After the restart", description: "d") { id } }'}, peer.token)
         assert status == 200, body
         page.locator("li.task", has_text="After the restart").wait_for(timeout=2000)
+        assert page.locator("li.task", has_text="During the reload").count() == 1
     finally:
         context.close()
         foyer.stop()

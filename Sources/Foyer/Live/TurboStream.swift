@@ -25,8 +25,10 @@ enum TurboStream {
 
     /// Replaces a page's live frame with one that loads the page again: what open pages get when they missed
     /// events. `src="#"` is the page's own URL whatever page it is, so every subscriber gets the same bytes, and
-    /// Turbo swaps in the frame of that name from the fresh page.
+    /// Turbo swaps in the frame of that name from the fresh page. `data-live-reload` tells `Public/live.js` to keep
+    /// the events that arrive while the frame loads and apply them again once it has: the fresh page may have been
+    /// read before them, and an event whose target is not on the page yet does nothing.
     static func reloadFrame(_ frame: String) -> String {
-        replace(frame, ##"<turbo-frame id="\##(HTML.escape(frame))" src="#" target="_top"></turbo-frame>"##)
+        replace(frame, ##"<turbo-frame id="\##(HTML.escape(frame))" src="#" target="_top" data-live-reload></turbo-frame>"##)
     }
 }
