@@ -97,6 +97,13 @@ import Testing
         #expect(page.posts.allSatisfy { $0.author.email == "ada@example.com" })
         #expect(try await posts.storage.page(limit: 2, offset: 10).total == 5, "past the end still counts")
 
+        // The point read (a prepared statement on PostgreSQL, read by position): every field, its author, its times.
+        let found = try #require(try await posts.find(id: made[2].id))
+        #expect(found.post.id == made[2].id && found.post.title == "Post 3" && found.post.content == "Body 3")
+        #expect(found.post.authorId == ada.id && found.author.id == ada.id && found.author.email == "ada@example.com")
+        #expect(abs(found.post.createdAt.timeIntervalSince(made[2].post.createdAt)) < 0.001)
+        #expect(abs(found.post.updatedAt.timeIntervalSince(made[2].post.updatedAt)) < 0.001)
+
         let updated = try await posts.update(made[0], with: PostChanges(title: "First, edited", content: nil))
         #expect(try await posts.find(id: made[0].id)?.post.title == "First, edited")
         #expect(try await posts.find(id: made[0].id)?.post.content == "Body 1")

@@ -69,10 +69,6 @@ struct SQLitePostStorage: PostStorage {
 struct PostgresPostStorage: PostStorage {
     let store: PostgresStore
 
-    private static let selectWithAuthor = """
-        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
-        """
-
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
         // One round trip: the total rides on every row (and is asked alone when the page is past the end).
         let rows = try await store.query("""
@@ -85,7 +81,31 @@ struct PostgresPostStorage: PostStorage {
     }
 
     func find(id: Int64) async throws -> PublishedPost? {
-        try await store.query("\(unescaped: Self.selectWithAuthor) WHERE posts.id = \(id)").first.map(Self.published)
+        try await store.execute(FindPost(id: id)).first
+    }
+
+    /// The point read behind `GET /api/v1/posts/{id}` and every post page, prepared once per connection and read
+    /// by position rather than through `Decodable`.
+    private struct FindPost: PostgresPreparedStatement {
+        static let sql = """
+            SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.email
+            FROM posts JOIN users ON users.id = posts.author_id WHERE posts.id = $1
+            """
+        let id: Int64
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings()
+            bindings.append(id)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PublishedPost {
+            let (id, title, content, authorId, createdAt, updatedAt, email) = try row.decode(
+                (Int64, String, String, Int64, Date, Date, String).self
+            )
+            let post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
+            return PublishedPost(post: post, author: User.Public(id: authorId, email: email))
+        }
     }
 
     func insert(_ post: Post) async throws -> Post {
