@@ -8,7 +8,7 @@ import Testing
 
 /// Instances sharing a PostgreSQL database: the bus between them, the leader among them, and what each feature
 /// does with the others' messages, in-process, two stores on one PostgreSQL.
-@Suite(.enabled(if: TestStoreKind.postgresURL != nil, "needs the suite's PostgreSQL cluster")) struct ClusterTests {
+@Suite struct ClusterTests {
     static let quiet: Logger = {
         var logger = Logger(label: "test-cluster")
         logger.logLevel = .warning
@@ -18,7 +18,7 @@ import Testing
     @Test func messagesOfEveryTopicArriveInTheOrderSentLargeOnesByReferenceAndNeverBackToTheirSender() async throws {
         let first = try await Store.fresh(.postgres)
         let second = try await Store.reopen(first)
-        guard case .postgres(let storeA) = first, case .postgres(let storeB) = second else { return }
+        let (storeA, storeB) = (try #require(first.postgres), try #require(second.postgres))
         let (a, b) = (ClusterBus(store: storeA, logger: Self.quiet), ClusterBus(store: storeB, logger: Self.quiet))
         let (words, numbers) = (ClusterTopic<String>("test.words"), ClusterTopic<[Int]>("test.numbers"))
         let (heardByA, heardByB) = (Heard(), Heard())
@@ -53,7 +53,7 @@ import Testing
     @Test func oneInstanceLeadsAndAnotherTakesOverWhenItGoes() async throws {
         let first = try await Store.fresh(.postgres)
         let second = try await Store.reopen(first)
-        guard case .postgres(let storeA) = first, case .postgres(let storeB) = second else { return }
+        let (storeA, storeB) = (try #require(first.postgres), try #require(second.postgres))
         let (a, b) = (ClusterLeadership(store: storeA, logger: Self.quiet), ClusterLeadership(store: storeB, logger: Self.quiet))
         let (runningA, runningB) = (Task { await a.run() }, Task { await b.run() })
         defer {

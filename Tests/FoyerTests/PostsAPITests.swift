@@ -15,7 +15,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func listHasTheDocumentedShapeOnBothPaths(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func listHasTheDocumentedShapeOnBothPaths(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
@@ -36,7 +36,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func pagingWithLinkHeader(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func pagingWithLinkHeader(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)

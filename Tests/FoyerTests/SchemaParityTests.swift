@@ -7,7 +7,7 @@ import Testing
 
 /// SQLite's and PostgreSQL's migrations (`Storage/Migrations.swift`) make the same tables, columns (type kind and
 /// nullability) and indexes (columns and uniqueness; names differ), so the two schemas cannot drift apart.
-@Suite(.enabled(if: TestStoreKind.postgresURL != nil, "needs the suite's PostgreSQL cluster")) struct SchemaParityTests {
+@Suite struct SchemaParityTests {
     /// What only instances sharing PostgreSQL need, and each store's own migration bookkeeping.
     static let storeOwnTables: Set<String> = ["grdb_migrations", "foyer_migrations", "foyer_leases", "foyer_cluster_messages"]
 
@@ -28,7 +28,7 @@ import Testing
         let sqlite = try SQLiteStore.openAndMigrate(path: ":memory:")
         let store = try await Store.fresh(.postgres)
         defer { store.close() }
-        guard case .postgres(let postgres) = store else { return }
+        let postgres = try #require(store.postgres)
 
         let (sqliteColumns, sqliteIndexes) = try await Self.schema(of: sqlite)
         let (postgresColumns, postgresIndexes) = try await Self.schema(of: postgres)

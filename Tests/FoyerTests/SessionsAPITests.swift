@@ -139,7 +139,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func revokingTheCurrentSessionStopsItsTokenAndExpiresTheCookie(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func revokingTheCurrentSessionStopsItsTokenAndExpiresTheCookie(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
@@ -157,7 +157,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func listsAndRevokesOwnSessionsById(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func listsAndRevokesOwnSessionsById(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (phone, phoneSession) = try await signIn(client, userAgent: "Phone")

@@ -29,7 +29,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func createShowListAndJSON(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func createShowListAndJSON(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)
@@ -92,7 +92,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func aStaleEditIsA409WithBothVersionsAndARetryOnTheLatest(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func aStaleEditIsA409WithBothVersionsAndARetryOnTheLatest(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)
@@ -121,7 +121,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func deleteThenTheTaskIsA404(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func deleteThenTheTaskIsA404(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let session = try await browserSession(client)

@@ -22,7 +22,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func signInFormRedirects303ToThePageFirstAskedFor(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func signInFormRedirects303ToThePageFirstAskedFor(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             try await client.execute(uri: "/sign_in", method: .get, headers: browserHeaders) { response in
@@ -110,7 +110,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func signOutRevokesAndRedirectsHome(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func signOutRevokesAndRedirectsHome(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             for signOut in [("/sign_out", HTTPRequest.Method.post), ("/session", .delete)] {
