@@ -49,7 +49,7 @@ import Testing
         String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
     }
 
-    @Test(arguments: TestStoreKind.available) func aHashAloneIsAskedForItsQueryThenRuns(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func aHashAloneIsAskedForItsQueryThenRuns(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in
             let (token, _) = try await signIn(client)
@@ -125,7 +125,7 @@ import Testing
         }
     }
 
-    @Test(arguments: TestStoreKind.available) func anotherInstanceOnTheSameStoreKnowsTheHash(kind: TestStoreKind) async throws {
+    @Test(arguments: TestStoreKind.allCases) func anotherInstanceOnTheSameStoreKnowsTheHash(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         let hash = Self.sha256(Self.allTasks)
         try await harness.test { client in
@@ -141,16 +141,24 @@ import Testing
         }
     }
 
-    @Test func theStoreKeepsABoundedNumberOfDocuments() async throws {
-        let store = try await Store.fresh(.sqlite)
+    @Test(arguments: TestStoreKind.allCases) func theStoreKeepsItsBoundOfDocumentsDroppingTheLongestUnused(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
         let storage = store.persistedDocumentStorage
         let start = Date()
-        for number in 0..<5 {
-            try await storage.keep("{ n\(number) }", hash: "h\(number)", at: start.addingTimeInterval(Double(number)), keepingAtMost: 3)
+        func second(_ number: Int) -> Date { start.addingTimeInterval(Double(number)) }
+        for number in 0..<3 {
+            try await storage.keep("{ n\(number) }", hash: "h\(number)", at: second(number), keepingAtMost: 3)
         }
-        #expect(try await storage.document(hash: "h0", usedAt: Date()) == nil)
-        #expect(try await storage.document(hash: "h1", usedAt: Date()) == nil)
-        #expect(try await storage.document(hash: "h4", usedAt: Date()) == "{ n4 }")
+        // The first registered is used again, so h1 and then h2 are the longest unused when two more arrive.
+        #expect(try await storage.document(hash: "h0", usedAt: second(3)) == "{ n0 }")
+        try await storage.keep("{ n3 }", hash: "h3", at: second(4), keepingAtMost: 3)
+        try await storage.keep("{ n4 }", hash: "h4", at: second(5), keepingAtMost: 3)
+        var kept: [String: String] = [:]
+        for number in 0..<5 {
+            kept["h\(number)"] = try await storage.document(hash: "h\(number)", usedAt: second(6))
+        }
+        #expect(kept == ["h0": "{ n0 }", "h3": "{ n3 }", "h4": "{ n4 }"])
     }
 
     @Test func aBatchAnswersAnArrayInOrderAndMutationsRunInOrder() async throws {
