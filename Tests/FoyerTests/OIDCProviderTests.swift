@@ -1,4 +1,8 @@
 import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
 import Testing
 
 @testable import Foyer
@@ -73,9 +77,58 @@ import Testing
         }.contains("two providers are named a"))
     }
 
-    @Test func onlyTokensShapedLikeFoyersOwnAreNeverSentToAProvider() {
+    @Test func foyersOwnTokensShapeIsToldFromProvidersOpaqueTokens() {
         #expect(SessionRepository.looksLikeSessionToken(SessionRepository.randomToken()))
         #expect(!SessionRepository.looksLikeSessionToken(String(repeating: "a", count: 32)), "Django's opaque access tokens")
         #expect(!SessionRepository.looksLikeSessionToken(String(repeating: "a", count: 42) + "."))
+    }
+
+    @Test func aRevokedOrUnknownFoyerTokenIsNeverSentToAProviderWhileAnOpaqueTokenIsIntrospected() async throws {
+        let provider = IntrospectingProvider()
+        try await provider.application.test(.live) { providerClient in
+            let harness = try await TestHarness { config in
+                config.oidcIssuer = "http://127.0.0.1:\(providerClient.port!)"
+                config.oidcClientID = "foyer"
+                config.oidcClientSecret = "s3cret"
+            }
+            try await harness.test { client in
+                let (token, _) = try await signIn(client)
+                try await client.execute(uri: "/api/v1/sessions/current", method: .delete, headers: bearer(token)) { response in
+                    #expect(response.status == .noContent)
+                }
+                let opaque = String(repeating: "ab", count: 16)
+                for presented in [token, SessionRepository.randomToken(), opaque] {
+                    try await client.execute(uri: "/api/v1/me", method: .get, headers: bearer(presented)) { response in
+                        #expect(response.status == .unauthorized)
+                    }
+                }
+                #expect(provider.introspected == [opaque], "only the token that is not shaped like Foyer's reached the provider")
+            }
+        }
+    }
+}
+
+/// A provider that publishes an introspection endpoint, answers every token inactive and remembers which it was asked.
+private final class IntrospectingProvider: Sendable {
+    private let asked = NIOLockedValueBox<[String]>([])
+    var introspected: [String] { asked.withLockedValue { $0 } }
+
+    var application: some ApplicationProtocol {
+        let router = Router()
+        router.get(".well-known/openid-configuration") { request, _ -> Response in
+            let issuer = "http://\(request.head.authority ?? "")"
+            let document = [
+                "issuer": issuer, "authorization_endpoint": issuer + "/authorize", "token_endpoint": issuer + "/token",
+                "jwks_uri": issuer + "/jwks", "introspection_endpoint": issuer + "/introspect",
+            ]
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(document))))
+        }
+        router.post("introspect") { [asked] request, _ -> Response in
+            let form = String(buffer: try await request.body.collect(upTo: 1 << 16))
+            let token = form.split(separator: "&").first { $0.hasPrefix("token=") }.map { String($0.dropFirst("token=".count)) }
+            asked.withLockedValue { $0.append(token?.removingPercentEncoding ?? "") }
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"active": false}"#)))
+        }
+        return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
     }
 }
