@@ -46,17 +46,17 @@ import Glibc
 
         // A waiting subscriber wakes for the next event, for a heartbeat, and for the close.
         async let waited = channel.next(after: 8)
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually { channel.waitingCount == 1 }
         channel.publish { _ in ByteBuffer(string: "event 9") }
         guard case .event(let next, let sequence) = await waited else { Issue.record("expected the next event"); return }
         #expect(String(buffer: next) == "event 9")
         #expect(sequence == 9)
         async let beat = channel.next(after: 9)
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually { channel.waitingCount == 1 }
         channel.heartbeat()
         guard case .heartbeat = await beat else { Issue.record("expected a heartbeat"); return }
         async let closing = channel.next(after: 9)
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually { channel.waitingCount == 1 }
         channel.close()
         guard case .closed = await closing else { Issue.record("expected the close"); return }
     }
@@ -103,8 +103,8 @@ import Glibc
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
             try await streams.serve(.posts, lastEventID: lastEventID, on: connection, to: &writer)
         }
-        while streams.channel(.posts).subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Followed once its opening and replay are written: a close before would leave nothing to replay.
+        try await eventually { streams.channel(.posts).followedCount == 1 }
         streams.closeAll()
         try await serving.value
         return collected.withLockedValue { String(buffer: $0) }
@@ -121,8 +121,7 @@ import Glibc
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
             try await streams.serve(.posts, lastEventID: nil, on: connection, to: &writer)
         }
-        while streams.channel(.posts).subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await eventually { streams.channel(.posts).followedCount == 1 }
         streams.broadcast("<p>first</p>", on: .posts)
         streams.broadcast("<p>second</p>", on: .posts)
         #expect(try await Self.body(connection).contains("id: \(streams.bootID)-1\ndata: <p>first</p>\n\n"))
@@ -145,8 +144,7 @@ import Glibc
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         let following = LiveChannel.Connection(channel: connection, write: { connection.write($0, promise: nil) }, heartbeat: ByteBuffer(string: "."))
         async let ending = channel.subscribed { subscriber in await channel.follow(following, after: 0, subscriber: subscriber) }
-        while channel.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        try await Task.sleep(for: .milliseconds(20))
+        try await eventually { channel.followedCount == 1 }
         channel.publish { _ in ByteBuffer(string: "one") }
         #expect(try await connection.waitForOutboundWrite(as: ByteBuffer.self) == ByteBuffer(string: "one"))
         try await connection.close()
@@ -161,8 +159,7 @@ import Glibc
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         let following = LiveChannel.Connection(channel: connection, write: { connection.write($0, promise: nil) }, heartbeat: nil)
         async let ending = channel.subscribed { subscriber in await channel.follow(following, after: 0, subscriber: subscriber) }
-        while channel.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        try await Task.sleep(for: .milliseconds(20))
+        try await eventually { channel.followedCount == 1 }
         connection.isWritable = false
         for number in 1...4 { channel.publish { _ in ByteBuffer(string: "event \(number)") } }
         guard case .lagging = await ending else { Issue.record("expected the connection to be let go as lagging"); return }

@@ -97,6 +97,12 @@ final class LiveChannel: Sendable {
 
     var subscriberCount: Int { state.withLockedValue { $0.subscribers } }
 
+    /// Subscribers waiting in `next` for an event, a heartbeat or the close.
+    var waitingCount: Int { state.withLockedValue { $0.waiters.count } }
+
+    /// Subscribers whose connection its event loop has taken in (`follow`) and writes to.
+    var followedCount: Int { state.withLockedValue { $0.loopOfSubscriber.count } }
+
     /// Appends an event made from its sequence number (so the payload can carry its own id) and wakes every waiter.
     @discardableResult
     func publish(_ payload: (UInt64) -> ByteBuffer) -> UInt64 {
