@@ -87,6 +87,22 @@ class RawStream:
         found, self.received = self.received[:end], self.received[end:]
         return found
 
+    def read_to_end(self, seconds: float = 5) -> bytes:
+        """What arrives until the response ends (its last chunk, or the connection's close), which must be within
+        `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not self.received.endswith(b"\r\n0\r\n\r\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the stream did not end within {seconds} s; got {self.received[-600:]!r}")
+            self.socket.settimeout(remaining)
+            chunk = self.socket.recv(1 << 20)
+            if not chunk:
+                break
+            self.received += chunk
+        rest, self.received = self.received, b""
+        return rest
+
     def close(self):
         self.socket.close()
 
