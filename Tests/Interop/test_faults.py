@@ -1,5 +1,6 @@
 """Faults, on loopback and bounded in time: Foyer killed with -9 under writes, the GraphQL upstream killed under
 load, the realm stopped under signed-in users. Nothing acknowledged is lost, nothing answers 5xx that need not."""
+import http.client
 import json
 import re
 import shutil
@@ -31,13 +32,12 @@ def test_every_post_acknowledged_before_a_kill_9_is_there_after_the_restart(tmp_
     foyer = RunningServer(tmp_path)
     token = api_sign_in(foyer, {"email": DEMO_EMAIL, "password": DEMO_PASSWORD})
     acknowledged: list[tuple[int, str]] = []
+    unexpected: list[str] = []  # any answer but 201, and any failure before the kill
     lock = threading.Lock()
-    killed = threading.Event()
+    killing = threading.Event()
 
     def write(writer: int):
         for number in range(100_000):
-            if killed.is_set():
-                return
             title = f"Writer {writer} post {number}"
             request = urllib.request.Request(
                 foyer.url + "/api/v1/posts", method="POST",
@@ -46,23 +46,36 @@ def test_every_post_acknowledged_before_a_kill_9_is_there_after_the_restart(tmp_
             )
             try:
                 with urllib.request.urlopen(request, timeout=10) as response:
-                    if response.status == 201:
-                        with lock:
+                    with lock:
+                        if response.status == 201:
                             acknowledged.append((json.load(response)["id"], title))
-            except (OSError, urllib.error.HTTPError):
+                        else:
+                            unexpected.append(f"{title}: {response.status}")
+            except urllib.error.HTTPError as error:  # an answer, so the server was there to give a right one
+                with lock:
+                    unexpected.append(f"{title}: {error.code} {error.read()[:200]!r}")
+                return
+            except (OSError, http.client.HTTPException) as error:
+                if not killing.is_set():
+                    with lock:
+                        unexpected.append(f"{title}: {error!r} before the kill")
                 return  # the server is gone: nothing after this was acknowledged
 
     writers = [threading.Thread(target=write, args=(number,)) for number in range(4)]
     for writer in writers:
         writer.start()
-    time.sleep(2)
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 50 and not unexpected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killing.set()
     foyer.process.send_signal(signal.SIGKILL)
     foyer.process.wait(timeout=10)
-    killed.set()
     for writer in writers:
         writer.join(timeout=20)
     foyer.stop()
-    assert len(acknowledged) > 40, "the writers got going before the kill"
+    assert not any(writer.is_alive() for writer in writers), "every writer saw the server go"
+    assert not unexpected, unexpected[:5]
+    assert len(acknowledged) >= 50, "the writers got going before the kill"
 
     restarted = RunningServer(tmp_path)
     try:
