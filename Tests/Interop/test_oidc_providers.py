@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import secrets
+import sqlite3
 import time
 import urllib.parse
 
@@ -163,10 +164,22 @@ def test_a_browser_signs_in_through_each_providers_own_page(foyer, browser, prov
     assert page.locator("#account-provider").inner_text() == {"nanoidp": "NanoIDP", "django": "Django"}[provider]
     claims = dict(zip(page.locator(f"#{provider}-claims dt").all_inner_texts(), page.locator(f"#{provider}-claims dd").all_inner_texts()))
     assert claims["aud"] == "foyer-web" and claims["sub"]
+    account_page = page.content()
     me = json.loads(page.goto(foyer.url + "/api/v1/me").text())
     assert me["provider"] == provider and me["email"] == email
-    # The session cookie is Foyer's own, opaque; the provider's tokens stay on the server.
-    assert {cookie["name"] for cookie in context.cookies(foyer.url)} >= {"foyer_session"}
+    # The session cookie is Foyer's own, opaque; the provider's tokens stay on the server: none of those Foyer keeps
+    # for this session is in any cookie the browser holds, on any site, nor in what Foyer's pages gave it.
+    cookies = context.cookies()
+    session_cookie = next(cookie["value"] for cookie in cookies if cookie["name"] == "foyer_session")
+    with sqlite3.connect(foyer.database) as db:
+        held = db.execute(
+            "SELECT access_token, refresh_token, id_token FROM keycloak_tokens JOIN sessions ON sessions.id = session_id "
+            "WHERE provider = ? AND token_hash = ?", (provider, hashlib.sha256(session_cookie.encode()).hexdigest()),
+        ).fetchone()
+    assert held and held[0], "Foyer holds the provider's access token for this browser's session"
+    held_tokens = [token for token in held if token]
+    assert not any(token in cookie["value"] for token in held_tokens for cookie in cookies), [cookie["name"] for cookie in cookies]
+    assert not any(token in account_page for token in held_tokens)
     context.close()
 
 
