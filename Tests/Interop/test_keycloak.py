@@ -416,8 +416,11 @@ def test_python_keycloak_through_the_proxy_gets_tokens_foyer_accepts(foyer, base
     refreshed = app.refresh_token(tokens["refresh_token"])
     assert get(foyer, "/api/v1/me", refreshed["access_token"])[0] == 200
     app.logout(refreshed["refresh_token"])
-    with pytest.raises(Exception):
+    # Logged out: the provider refuses that refresh token (invalid_grant), as Keycloak does.
+    from keycloak.exceptions import KeycloakPostError
+    with pytest.raises(KeycloakPostError) as refused:
         app.refresh_token(refreshed["refresh_token"])
+    assert refused.value.response_code == 400 and b"invalid_grant" in refused.value.response_body, refused.value
 
 
 def test_the_login_page_and_the_code_exchange_work_through_the_proxy(foyer):
