@@ -19,6 +19,7 @@ from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, w
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_graphql_apollo import ApolloAPQClient
+from test_live import follow
 from test_posts_browser import sign_in
 from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, push_args, register_ios_device, ups, wait_until  # noqa: F401
 from test_push import sign_in as push_sign_in
@@ -120,7 +121,11 @@ def test_the_balancer_spreads_requests_over_both_instances_and_one_demo_account_
     before = [served(a), served(b)]
     for _ in range(6):
         assert request(balancer.url + "/up")[0] == 200
-    time.sleep(0.2)
+    # Each instance logs a request as it finishes it: wait until both have logged all six.
+    deadline = time.monotonic() + 5
+    while served(a) - before[0] + served(b) - before[1] < 6:
+        assert time.monotonic() < deadline, "the six requests were not all logged"
+        time.sleep(0.02)
     assert [served(a) - before[0], served(b) - before[1]] == [3, 3], "round robin: three each"
     # Both started on an empty database at once: one demo account, one set of sample posts.
     status, body, _ = request(a.url + "/posts.json")
@@ -187,10 +192,7 @@ def test_a_page_held_open_on_one_instance_shows_a_task_created_through_the_other
     a, b, _ = pair
     page = browser.new_page()
     sign_in(page, a)
-    page.goto(a.url + "/tasks")
-    wait_for_page(page, "document.querySelector('turbo-stream-source') !== null && window.Turbo !== undefined")
-    page.evaluate("window.neverReloaded = true")
-    time.sleep(0.3)  # the page's event stream connects
+    follow(page, a.url + "/tasks")
     title = f"Made through B {time.time_ns()}"
     status, body = post(b.url + "/graphql", {
         "query": "mutation($title: String!) { createTask(title: $title, description: \"across instances\") { id } }",
