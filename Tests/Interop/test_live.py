@@ -72,34 +72,30 @@ class RawStream:
         self.socket.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         self.received = b""
 
-    def read_until(self, marker: bytes, seconds: float = 5) -> bytes:
+    def receive(self, done, seconds: float, what: str) -> bool:
+        """Receives until `done(received)`, which must be within `seconds`; False when the connection closed first."""
         deadline = time.monotonic() + seconds
-        while marker not in self.received:
+        while not done(self.received):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"no {marker!r} within {seconds} s; got {self.received[-600:]!r}")
+                raise AssertionError(f"no {what} within {seconds} s; got {self.received[-600:]!r}")
             self.socket.settimeout(remaining)
             chunk = self.socket.recv(1 << 20)
             if not chunk:
-                raise AssertionError(f"the stream closed before {marker!r}; got {self.received[-600:]!r}")
+                return False
             self.received += chunk
+        return True
+
+    def read_until(self, marker: bytes, seconds: float = 5) -> bytes:
+        if not self.receive(lambda received: marker in received, seconds, repr(marker)):
+            raise AssertionError(f"the stream closed before {marker!r}; got {self.received[-600:]!r}")
         end = self.received.index(marker) + len(marker)
         found, self.received = self.received[:end], self.received[end:]
         return found
 
     def read_to_end(self, seconds: float = 5) -> bytes:
-        """What arrives until the response ends (its last chunk, or the connection's close), which must be within
-        `seconds`."""
-        deadline = time.monotonic() + seconds
-        while not self.received.endswith(b"\r\n0\r\n\r\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"the stream did not end within {seconds} s; got {self.received[-600:]!r}")
-            self.socket.settimeout(remaining)
-            chunk = self.socket.recv(1 << 20)
-            if not chunk:
-                break
-            self.received += chunk
+        """What arrives until the response ends: its last chunk, or the connection's close."""
+        self.receive(lambda received: received.endswith(b"\r\n0\r\n\r\n"), seconds, "end of the response")
         rest, self.received = self.received, b""
         return rest
 
