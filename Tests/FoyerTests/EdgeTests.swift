@@ -132,7 +132,7 @@ import Testing
         }
     }
 
-    @Test func aRevokedSessionsWebSocketClosesWith4401() async throws {
+    @Test(.timeLimit(.minutes(1))) func aRevokedSessionsWebSocketClosesWith4401() async throws {
         let harness = try await Self.harness { $0.edge.headerTimeout = .seconds(5); $0.edge.idleTimeout = .seconds(5) }
         try await harness.test(.live) { client in
             let (token, session) = try await signIn(client)
