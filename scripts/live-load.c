@@ -353,11 +353,14 @@ int main(int argc, char **argv) {
     for (double until = now() + 2; now() < until;) poll_once(50);
     long after = resident_kib(foyer_pid);
 
-    pthread_t writer_thread;
-    pthread_create(&writer_thread, NULL, writer, NULL);
-    double deadline = now() + change_count * 6.0 + 10;
-    while (atomic_load(&arrivals[change_count]) < subscriber_count && now() < deadline) poll_once(20);
-    pthread_join(writer_thread, NULL);
+    // No changes: only open them (scripts/bench-live's bursts), and close them all by exiting.
+    if (change_count > 0) {
+        pthread_t writer_thread;
+        pthread_create(&writer_thread, NULL, writer, NULL);
+        double deadline = now() + change_count * 6.0 + 10;
+        while (atomic_load(&arrivals[change_count]) < subscriber_count && now() < deadline) poll_once(20);
+        pthread_join(writer_thread, NULL);
+    }
 
     // After the acknowledgement (0 when every subscriber had it before the reply), and after the write was sent.
     double delays[MAX_CHANGES], from_send[MAX_CHANGES];

@@ -208,7 +208,7 @@ struct Serve: AsyncParsableCommand {
             config.edge.maximumConnections = cap
         }
         config.databasePath = common.databasePath
-        config.releasesStartupCode = true
+        config.managesProcessMemory = true
         config.hostname = hostname ?? environment["FOYER_HOSTNAME"] ?? config.hostname
         if let port = port ?? (environment["FOYER_PORT"] ?? environment["PORT"]).flatMap({ Int($0) }) {
             config.port = port

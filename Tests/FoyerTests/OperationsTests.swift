@@ -106,3 +106,39 @@ import Testing
         #expect(String(decoding: try JSONEncoder().encode(["still": "running"]), as: UTF8.self) == #"{"still":"running"}"#)
     }
 }
+
+/// Freed memory given back after a burst of connections (`FreedMemoryTrim`).
+@Suite struct FreedMemoryTrimTests {
+    @Test func aBurstIsOverWhenAtLeast256HaveClosedAndAtMostHalfThePeakIsOpen() {
+        #expect(FreedMemoryTrim.isBurstOver(peak: 5_000, open: 1))
+        #expect(FreedMemoryTrim.isBurstOver(peak: 256, open: 0))
+        #expect(!FreedMemoryTrim.isBurstOver(peak: 255, open: 0), "too few closed to be worth it")
+        #expect(FreedMemoryTrim.isBurstOver(peak: 1_000, open: 500))
+        #expect(!FreedMemoryTrim.isBurstOver(peak: 1_000, open: 501), "more than half still open: a steady load")
+    }
+
+    @Test func thePeakIsTheMostOpenSinceItWasLastTakenAndStartsAgainFromWhatIsOpen() {
+        let connections = EdgeConnections(cap: 10, metrics: FoyerMetrics())
+        for _ in 0..<5 { #expect(connections.open()) }
+        for _ in 0..<4 { connections.closed() }
+        #expect(connections.takePeak() == (peak: 5, open: 1))
+        #expect(connections.takePeak() == (peak: 1, open: 1), "the next peak starts from the one still open")
+        #expect(connections.open())
+        connections.closed()
+        #expect(connections.takePeak() == (peak: 2, open: 1))
+    }
+
+    /// What glibc keeps after many small blocks are freed below one still in use, and what a trim gives back.
+    @Test func aTrimGivesBackFreedBlocksThatGlibcKept() throws {
+        let count = 100_000
+        var blocks = (0..<count).map { _ in UnsafeMutableRawPointer.allocate(byteCount: 1_000, alignment: 16) }
+        for block in blocks { block.initializeMemory(as: UInt8.self, repeating: 1, count: 1_000) }
+        let kept = blocks.removeLast()  // in use at the heap's top: free() alone cannot shrink the heap
+        defer { kept.deallocate() }
+        for block in blocks { block.deallocate() }
+        let freed = FreedMemoryTrim.residentBytes()
+        FreedMemoryTrim.trim()
+        let trimmed = FreedMemoryTrim.residentBytes()
+        #expect(freed - trimmed > 50 << 20, "resident \(freed >> 20) MB after freeing, \(trimmed >> 20) MB after the trim")
+    }
+}

@@ -27,7 +27,7 @@ public func buildApplication(
     if providers.keycloak == nil, let account = config.demoAccount {
         app.run(DemoSeeding(account: account, users: sessions.users, posts: posts.posts, readiness: readiness, logger: logger))
     }
-    if config.releasesStartupCode { app.run(StartupCodePages(readiness: readiness)) }
+    if config.managesProcessMemory { app.run(StartupCodePages(readiness: readiness)) }
 
     let (router, errors) = try buildRouter(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks
@@ -35,6 +35,7 @@ public func buildApplication(
     let webSocketRouter = Router(context: FoyerWebSocketRequestContext.self)
     tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
     let (webSocketResponder, edge) = (webSocketRouter.buildResponder(), Edge(settings: config.edge, metrics: app.metrics, views: app.views))
+    if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
     return Application(
         responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(

@@ -30,9 +30,10 @@ public struct FoyerConfig: Sendable {
     public var passwordHashCost: UInt8 = 12
     public var demoAccount: DemoAccount? = DemoAccount()
     public var logLevel: Logger.Level = .info
-    /// Whether the server lets go of the code pages only start-up used, once it is ready (`StartupCodePages`).
+    /// Whether the server looks after its process's memory: it lets go of the code pages only start-up used, once it
+    /// is ready (`StartupCodePages`), and gives freed memory back after a burst of connections (`FreedMemoryTrim`).
     /// `foyer serve` does; an application built inside another process (a test runner) leaves that process alone.
-    public var releasesStartupCode = false
+    public var managesProcessMemory = false
     /// The upstream GraphQL task server; nil runs the embedded task service in-process.
     public var graphQLURL: String?
     /// The upstream's websocket for subscriptions; default: graphQLURL with ws(s):// (or the sync-app's websocketUrl).

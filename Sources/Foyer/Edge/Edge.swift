@@ -53,6 +53,8 @@ enum EdgeRefusal: Hashable, Sendable {
 final class EdgeConnections: Sendable {
     let cap: Int
     private let count = Atomic<Int>(0)
+    /// The most open at once since `takePeak` last asked.
+    private let peak = Atomic<Int>(0)
     private let metrics: FoyerMetrics
 
     init(cap: Int, metrics: FoyerMetrics) {
@@ -69,7 +71,19 @@ final class EdgeConnections: Sendable {
             return false
         }
         metrics.openConnections.increment()
+        var seen = peak.load(ordering: .relaxed)
+        while now > seen {
+            let (raised, found) = peak.compareExchange(expected: seen, desired: now, ordering: .relaxed)
+            if raised { break }
+            seen = found
+        }
         return true
+    }
+
+    /// The most connections open at once since the last call, and how many are open now (the next peak starts there).
+    func takePeak() -> (peak: Int, open: Int) {
+        let open = count.load(ordering: .relaxed)
+        return (max(peak.exchange(open, ordering: .relaxed), open), open)
     }
 
     func closed() {
