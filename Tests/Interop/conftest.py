@@ -154,6 +154,18 @@ def wait_for_page(page, expression: str, timeout: float = 5000):
         time.sleep(0.05)
 
 
+def wait_until(check, seconds: float = 10, what: str = "the condition"):
+    """Polls `check` until it gives something truthy, which it returns; fails saying `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {seconds} s")
+        time.sleep(0.05)
+
+
 def foyer_binary() -> str:
     binary = os.environ.get("FOYER_BINARY") or str(REPO / ".build/debug/foyer")
     if not os.access(binary, os.X_OK):

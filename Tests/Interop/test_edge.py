@@ -17,7 +17,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, wait_for_page
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, wait_for_page, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_instances import fresh_database
@@ -174,10 +174,7 @@ def test_connections_over_the_cap_are_closed_at_once_while_open_ones_still_answe
     held = []
     try:
         # The start-up probes' connections are closed and uncounted once the server has seen them go.
-        deadline = time.monotonic() + 5
-        while open_connections(capped) != 1:
-            assert time.monotonic() < deadline, f"{open_connections(capped)} connections still counted open"
-            time.sleep(0.05)
+        wait_until(lambda: open_connections(capped) == 1, seconds=5, what="the probes' connections counted closed")
         refused = None
         for _ in range(21):
             connection = http.client.HTTPConnection("127.0.0.1", capped.port, timeout=5)
@@ -241,7 +238,8 @@ def test_a_task_page_whose_session_is_revoked_from_another_device_lands_on_sign_
         revoked_at = time.monotonic()
         page.wait_for_url(server.url + "/sign_in", timeout=2000)
         print(f"\nrevoked browser session: on /sign_in {time.monotonic() - revoked_at:.2f} s after the revocation")
-        assert page.locator("main input[name=password]").is_visible(), "the sign-in form, not an error"
+        # Turbo changes the URL as its visit starts: the form is there once the visit has rendered.
+        page.locator("main input[name=password]").wait_for(state="visible", timeout=5000)
         # Signed out for good: the browser's cookie no longer opens the task list.
         assert page.goto(server.url + "/tasks").status == 401
     finally:

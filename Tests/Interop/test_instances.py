@@ -15,13 +15,13 @@ import uuid
 
 import pytest
 
-from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, wait_for_page
+from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_graphql_apollo import ApolloAPQClient
 from test_live import follow
 from test_posts_browser import sign_in
-from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, push_args, register_ios_device, ups, wait_until  # noqa: F401
+from test_push import BOB_EMAIL, BOB_PASSWORD, PUSH_ENV, add_user, push_args, register_ios_device, ups  # noqa: F401
 from test_push import sign_in as push_sign_in
 
 PSQL = "/usr/lib/postgresql/15/bin/psql"
@@ -122,10 +122,7 @@ def test_the_balancer_spreads_requests_over_both_instances_and_one_demo_account_
     for _ in range(6):
         assert request(balancer.url + "/up")[0] == 200
     # Each instance logs a request as it finishes it: wait until both have logged all six.
-    deadline = time.monotonic() + 5
-    while served(a) - before[0] + served(b) - before[1] < 6:
-        assert time.monotonic() < deadline, "the six requests were not all logged"
-        time.sleep(0.02)
+    wait_until(lambda: served(a) - before[0] + served(b) - before[1] >= 6, seconds=5, what="both instances logging the six requests")
     assert [served(a) - before[0], served(b) - before[1]] == [3, 3], "round robin: three each"
     # Both started on an empty database at once: one demo account, one set of sample posts.
     status, body, _ = request(a.url + "/posts.json")

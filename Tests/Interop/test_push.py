@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer, curl_response, foyer_binary, free_port
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer, curl_response, foyer_binary, free_port, wait_until
 from test_graphql import post
 
 sys.path.insert(0, str(REPO / "Tests/Interop/peers"))
@@ -40,17 +40,6 @@ def register_ios_device(server, token: str) -> None:
 
 def android_token() -> str:
     return "f" + secrets.token_urlsafe(20).replace("-", "_") + ":APA91b" + secrets.token_urlsafe(90)
-
-
-def wait_until(check, seconds: float = 10, what: str = "the condition"):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {seconds} s")
-        time.sleep(0.05)
 
 
 def sign_in(server, email=DEMO_EMAIL, password=DEMO_PASSWORD) -> tuple[str, int]:
