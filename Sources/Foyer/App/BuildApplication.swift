@@ -45,9 +45,15 @@ public func buildApplication(
             EdgeGuardedChannel(
                 wrapped: HTTP1WebSocketUpgradeChannel(
                     responder: responder, webSocketResponder: webSocketResponder,
-                    configuration: .init(http1: .init(additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout), ws: .init(maxFrameSize: GraphQLController.maximumBodySize))
+                    configuration: .init(
+                        http1: .init(
+                            additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
+                            httpDecoderConfiguration: EdgeGuardedChannel<HTTP1WebSocketUpgradeChannel>.decoderLimits
+                        ),
+                        ws: .init(maxFrameSize: GraphQLController.maximumBodySize)
+                    )
                 ),
-                edge: edge
+                edge: edge, upgradePaths: [GraphQLWebSocketController.path]
             )
         },
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),

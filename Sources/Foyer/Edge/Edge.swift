@@ -3,26 +3,35 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import Synchronization
 
-/// What the edge refuses, each with the status a client gets (in JSON or HTML, as far as its head said which).
+/// What the edge refuses, each with the status a client gets (in JSON or HTML, as far as its request line said which).
 enum EdgeRefusal: Hashable, Sendable {
     case requestTimeout(json: Bool)
     case uriTooLong(json: Bool)
     case headTooLarge(json: Bool)
     case tooManyHeaders(json: Bool)
+    case trailersTooLarge(json: Bool)
+    /// What NIO's parser could not read as HTTP/1.1: `Content-Length` with chunked framing, two lengths, bad chunk sizes…
+    case malformed(json: Bool)
+    /// HTTP/1.1 without exactly one `Host` (RFC 9112 §3.2).
+    case missingHost(json: Bool)
 
     var status: HTTPResponse.Status {
         switch self {
         case .requestTimeout: .requestTimeout
         case .uriTooLong: .uriTooLong
-        case .headTooLarge, .tooManyHeaders: .requestHeaderFieldsTooLarge
+        case .headTooLarge, .tooManyHeaders, .trailersTooLarge: .requestHeaderFieldsTooLarge
+        case .malformed, .missingHost: .badRequest
         }
     }
 
     var json: Bool {
         switch self {
-        case .requestTimeout(let json), .uriTooLong(let json), .headTooLarge(let json), .tooManyHeaders(let json): json
+        case .requestTimeout(let json), .uriTooLong(let json), .headTooLarge(let json), .tooManyHeaders(let json),
+            .trailersTooLarge(let json), .malformed(let json), .missingHost(let json):
+            json
         }
     }
 
@@ -32,6 +41,10 @@ enum EdgeRefusal: Hashable, Sendable {
         case .uriTooLong: "The request's URL is longer than \(EdgeSettings.maximumRequestLineBytes / 1024) KiB."
         case .headTooLarge: "The request's headers are larger than \(EdgeSettings.maximumHeadBytes / 1024) KiB together."
         case .tooManyHeaders: "The request has more than \(EdgeSettings.maximumHeaderCount) header fields."
+        case .trailersTooLarge:
+            "The request's trailer fields and headers together are over \(EdgeSettings.maximumHeadBytes / 1024) KiB or \(EdgeSettings.maximumHeaderCount) fields."
+        case .malformed: "The request is not valid HTTP/1.1."
+        case .missingHost: "An HTTP/1.1 request needs exactly one Host header."
         }
     }
 
@@ -41,11 +54,17 @@ enum EdgeRefusal: Hashable, Sendable {
         case .uriTooLong: "uri_too_long"
         case .headTooLarge: "head_too_large"
         case .tooManyHeaders: "too_many_headers"
+        case .trailersTooLarge: "trailers_too_large"
+        case .malformed: "malformed"
+        case .missingHost: "missing_host"
         }
     }
 
     static let all: [EdgeRefusal] = [true, false].flatMap { json in
-        [.requestTimeout(json: json), .uriTooLong(json: json), .headTooLarge(json: json), .tooManyHeaders(json: json)]
+        [
+            .requestTimeout(json: json), .uriTooLong(json: json), .headTooLarge(json: json), .tooManyHeaders(json: json),
+            .trailersTooLarge(json: json), .malformed(json: json), .missingHost(json: json),
+        ]
     }
 }
 
@@ -98,7 +117,7 @@ final class Edge: Sendable {
     let headerTimeout: TimeAmount
     let idleTimeout: TimeAmount
     let connections: EdgeConnections
-    private let answers: [EdgeRefusal: ByteBuffer]
+    private let answers: [EdgeRefusal: EdgeAnswer]
     private let metrics: FoyerMetrics
 
     init(settings: EdgeSettings, metrics: FoyerMetrics, views: Views) {
@@ -111,47 +130,72 @@ final class Edge: Sendable {
         })
     }
 
-    func answer(_ refusal: EdgeRefusal) -> ByteBuffer { answers[refusal]! }
+    func answer(_ refusal: EdgeRefusal) -> EdgeAnswer { answers[refusal]! }
 
     func refused(_ refusal: EdgeRefusal) { metrics.edgeRefusal(refusal.metricsReason) }
 
-    /// A whole HTTP/1.1 response, `Connection: close`: the connection ends after it.
-    private static func answer(_ refusal: EdgeRefusal, views: Views) -> ByteBuffer {
+    /// A whole response, `Connection: close`: the connection ends after it.
+    private static func answer(_ refusal: EdgeRefusal, views: Views) -> EdgeAnswer {
         let status = refusal.status
         var body = ByteBuffer()
-        let contentType: String
+        var head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: status.code, reasonPhrase: status.reasonPhrase))
         if refusal.json {
-            contentType = "application/json; charset=utf-8"
+            head.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
             body.writeString(#"{"error":"\#(refusal.message)"}"#)
         } else {
-            contentType = "text/html; charset=utf-8"
+            head.headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
             body = views.standalonePage("errors/show", ["title": status.reasonPhrase, "status": status.code, "message": refusal.message], title: status.reasonPhrase)
         }
-        var head = "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n"
-        head += "Content-Type: \(contentType)\r\nContent-Length: \(body.readableBytes)\r\nConnection: close\r\nCache-Control: no-store\r\n"
-        for field in SecurityHeaderFields.everywhere { head += "\(field.name): \(field.value)\r\n" }
+        head.headers.add(name: "Content-Length", value: String(body.readableBytes))
+        head.headers.add(name: "Connection", value: "close")
+        head.headers.add(name: "Cache-Control", value: "no-store")
+        for field in SecurityHeaderFields.everywhere { head.headers.add(name: field.name.rawName, value: field.value) }
         if !refusal.json {
-            for field in views.pageSecurityFields { head += "\(field.name): \(field.value)\r\n" }
+            for field in views.pageSecurityFields { head.headers.add(name: field.name.rawName, value: field.value) }
         }
-        var buffer = ByteBuffer(string: head + "\r\n")
-        buffer.writeBuffer(&body)
-        return buffer
+        return EdgeAnswer(head: head, body: body)
     }
 }
 
-/// Hummingbird's HTTP/1.1 channel with websocket upgrades, with the edge's guard in front of each connection.
+/// A refusal's response, made once and written through NIO's encoder like any other.
+struct EdgeAnswer: Sendable {
+    let head: HTTPResponseHead
+    let body: ByteBuffer
+}
+
+/// Hummingbird's HTTP/1.1 channel with websocket upgrades, with the edge on each connection: its tap before NIO's
+/// decoder, its rules right after it.
 struct EdgeGuardedChannel<Wrapped: ServerChildChannel>: ServerChildChannel {
     typealias Value = Wrapped.Value
     let wrapped: Wrapped
     let edge: Edge
+    /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
+    let upgradePaths: Set<String>
+
+    /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
+    /// `maximumHeadBytes`, at most `maximumHeaderCount` fields. A URL over `maximumRequestLineBytes` whose head
+    /// still fits is refused by `EdgeRequests` once parsed.
+    static var decoderLimits: HTTP1Channel.Configuration.DecoderConfiguration {
+        .init(
+            maxHeaderFieldSize: EdgeSettings.maximumHeadBytes, maxHeaderListSize: EdgeSettings.maximumHeadBytes,
+            maxHeaderFieldCount: EdgeSettings.maximumHeaderCount
+        )
+    }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let tap = EdgeTap(edge: edge)
         do {
-            try channel.pipeline.syncOperations.addHandler(EdgeGuard(edge: edge), position: .first)
+            try channel.pipeline.syncOperations.addHandler(tap, position: .first)
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        return wrapped.setup(channel: channel, logger: logger)
+        let (edge, upgradePaths) = (edge, upgradePaths)
+        return wrapped.setup(channel: channel, logger: logger).assumeIsolated().flatMapThrowing { value in
+            let operations = channel.pipeline.syncOperations
+            let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try operations.addHandler(EdgeRequests(edge: edge, tap: tap, upgradePaths: upgradePaths), position: .after(decoder))
+            return value
+        }.nonisolated()
     }
 
     func handle(value: Value, logger: Logger) async {

@@ -54,8 +54,11 @@ struct GraphQLWebSocketController {
     /// The same rules as over HTTP: persisted queries, trusted documents, introspection, limits.
     let admission: GraphQLAdmission
 
+    /// Where websockets are served: the only path whose `Upgrade` the edge lets through.
+    static let path = "/graphql"
+
     func addRoutes(to router: Router<FoyerWebSocketRequestContext>) {
-        router.ws("/graphql") { request, _ in
+        router.ws(RouterPath(Self.path)) { request, _ in
             // Without a dialect we could not be understood: the request goes on to HTTP GET /graphql, which says so.
             guard let dialect = GraphQLWebSocketDialect.chosen(from: request.headers[values: .secWebSocketProtocol]) else {
                 return .dontUpgrade

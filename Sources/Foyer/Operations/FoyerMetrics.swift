@@ -97,7 +97,7 @@ public final class FoyerMetrics: Sendable {
         refusedConnections = registry.makeCounter(descriptor: name(
             "http_connections_refused", "total", "Client connections closed at once because the connection cap was reached"
         ))
-        let edgeRefusal = name("http_edge_refusals", "total", "Requests the edge answered itself and closed: 408, 414, 431")
+        let edgeRefusal = name("http_edge_refusals", "total", "Requests the edge answered itself and closed: 400, 408, 414, 431")
         edgeRefusals = Dictionary(Set(EdgeRefusal.all.map(\.metricsReason)).map {
             ($0, registry.makeCounter(descriptor: edgeRefusal, labels: [("reason", $0)]))
         }, uniquingKeysWith: { first, _ in first })
