@@ -47,6 +47,8 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     /// The decoder stops at the end of an upgrade request; whatever comes next belongs to the upgraded protocol.
     private var upgradeRequested = false
     private var inboundPassesThrough = false
+    /// The read the decoder is reading, while it does.
+    private var arriving: (bytes: ByteBuffer, at: NIODeadline, requestsEnded: Int)?
     private var unwritableSince: NIODeadline?
     private var timer: Scheduled<Void>?
     /// This handler's place in the pipeline, for the clocks the tap's calls move.
@@ -93,6 +95,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     /// A read is about to reach the decoder.
     func bytesArrive(_ bytes: ByteBuffer) {
         if inboundPassesThrough { return }
+        arriving = (bytes, .now(), requestsEnded: 0)
         switch stage {
         case .opened, .idle:
             stage = .head(since: .now())
@@ -101,18 +104,39 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
             unfinished.append(bytes)
         case .body:
             stage = .body(lastMoved: .now())
+            unfinished.startInBody(bytes)
         case .upgraded, .closing:
             break
         }
     }
 
-    /// The decoder has read it: a head it finished is no longer kept.
+    /// The decoder has read it: a head it finished is no longer kept, unless the read goes on past the requests
+    /// it ended: then a pipelined head has begun, and its clock with it.
     func bytesRead() {
+        guard let read = arriving else { return }
+        arriving = nil
+        if case .idle = stage, !inboundPassesThrough, read.requestsEnded > 0, pipelinedHeadFollows(read.bytes) {
+            stage = .head(since: read.at)
+        }
         if case .head = stage {
             if let context { armTimer(context) }
         } else {
             unfinished.clear()
         }
+    }
+
+    private func pipelinedHeadFollows(_ read: ByteBuffer) -> Bool {
+        // A request without a body ends in an empty line, and so would any head after it the decoder finished.
+        if current.bodyBytes == 0, !current.chunked { return !Self.endsInEmptyLine(read) }
+        return unfinished.goesOn
+    }
+
+    private static func endsInEmptyLine(_ bytes: ByteBuffer) -> Bool {
+        let end = bytes.writerIndex
+        guard bytes.readableBytes >= 2, bytes.getInteger(at: end - 1, as: UInt8.self) == UInt8(ascii: "\n") else { return false }
+        let before = bytes.getInteger(at: end - 2, as: UInt8.self)
+        if before == UInt8(ascii: "\n") { return true }
+        return before == UInt8(ascii: "\r") && bytes.readableBytes >= 3 && bytes.getInteger(at: end - 3, as: UInt8.self) == UInt8(ascii: "\n")
     }
 
     // MARK: What the decoder parsed
@@ -142,10 +166,12 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body(let bytes):
             current.bodyBytes += bytes.readableBytes
+            unfinished.bodyArrived(bytes.readableBytes)
             stage = .body(lastMoved: .now())
             context.fireChannelRead(data)
         case .end:
             unfinished.requestEnded(chunked: current.chunked, bodyBytes: current.bodyBytes)
+            arriving?.requestsEnded += 1
             stage = .idle
             context.fireChannelRead(data)
             if closeWhenAnswered {

@@ -5,6 +5,8 @@ import NIOCore
 /// Nothing here decides where a request begins or whether it is answered; at worst a refusal is worded less well.
 struct UnfinishedHead {
     private var reads: [ByteBuffer] = []
+    /// The reads begin inside a body begun earlier: its bytes in them, counted until its request ends.
+    private var bodyFirst: (bytes: Int, ended: Bool)?
     /// Requests the decoder finished within the kept reads, ahead of the unfinished head.
     private var ahead: [(chunked: Bool, bodyBytes: Int)] = []
 
@@ -14,17 +16,40 @@ struct UnfinishedHead {
         reads.append(read)
     }
 
+    /// A read that begins inside a body: a head may follow it.
+    mutating func startInBody(_ read: ByteBuffer) {
+        start(read)
+        bodyFirst = (0, false)
+    }
+
     mutating func append(_ read: ByteBuffer) {
         if !reads.isEmpty { reads.append(read) }
     }
 
+    mutating func bodyArrived(_ bytes: Int) {
+        if let first = bodyFirst, !first.ended { bodyFirst = (first.bytes + bytes, false) }
+    }
+
     mutating func requestEnded(chunked: Bool, bodyBytes: Int) {
-        if !reads.isEmpty { ahead.append((chunked, bodyBytes)) }
+        guard !reads.isEmpty else { return }
+        if let first = bodyFirst, !first.ended {
+            // Where a chunked body ends in these bytes only the decoder knows.
+            if chunked { clear() } else { bodyFirst = (first.bytes, true) }
+        } else {
+            ahead.append((chunked, bodyBytes))
+        }
     }
 
     mutating func clear() {
         reads.removeAll(keepingCapacity: true)
         ahead.removeAll(keepingCapacity: true)
+        bodyFirst = nil
+    }
+
+    /// Whether bytes of another head follow the requests the kept reads ended.
+    var goesOn: Bool {
+        guard let bytes = keptBytes(), let start = start(in: bytes) else { return false }
+        return start < bytes.endIndex
     }
 
     /// Which limit the head broke (`overflowed`: NIO's `headerOverflow`), else that it is malformed; worded for
@@ -70,35 +95,48 @@ struct UnfinishedHead {
         }
     }
 
-    /// The unfinished head's bytes: the kept reads less the requests ahead of it (nil where one was chunked, whose
-    /// end only the decoder knows).
+    /// The unfinished head's bytes: the kept reads less what came ahead of it (nil where that is not known).
     private func headBytes() -> ArraySlice<UInt8>? {
-        guard !reads.isEmpty else { return nil }
-        var bytes: [UInt8] = []
-        for read in reads { bytes.append(contentsOf: read.readableBytesView) }
-        var index = 0
-        for request in ahead {
-            guard !request.chunked, let end = Self.headEnd(in: bytes, from: Self.skippingLineBreaks(bytes, from: index)) else { return nil }
-            index = end + request.bodyBytes
-            guard index <= bytes.count else { return nil }
+        guard let bytes = keptBytes(), let start = start(in: bytes) else { return nil }
+        return Array(bytes[start...])[...]
+    }
+
+    private func keptBytes() -> ByteBufferView? {
+        guard var whole = reads.first else { return nil }
+        for var read in reads.dropFirst() { whole.writeBuffer(&read) }
+        return whole.readableBytesView
+    }
+
+    /// Where the unfinished head begins in `bytes`: past the end of a body begun earlier and the requests ahead.
+    private func start(in bytes: ByteBufferView) -> Int? {
+        var index = bytes.startIndex
+        if let first = bodyFirst {
+            guard first.ended else { return nil }
+            index += first.bytes
         }
-        return bytes[Self.skippingLineBreaks(bytes, from: index)...]
+        for request in ahead {
+            guard !request.chunked, index <= bytes.endIndex, let end = Self.headEnd(in: bytes, from: Self.skippingLineBreaks(bytes, from: index)) else {
+                return nil
+            }
+            index = end + request.bodyBytes
+        }
+        return index <= bytes.endIndex ? Self.skippingLineBreaks(bytes, from: index) : nil
     }
 
     /// Empty lines before a request line are allowed (RFC 9112 §2.2).
-    private static func skippingLineBreaks(_ bytes: [UInt8], from start: Int) -> Int {
+    private static func skippingLineBreaks(_ bytes: ByteBufferView, from start: Int) -> Int {
         var index = start
-        while index < bytes.count, bytes[index] == UInt8(ascii: "\r") || bytes[index] == UInt8(ascii: "\n") { index += 1 }
+        while index < bytes.endIndex, bytes[index] == UInt8(ascii: "\r") || bytes[index] == UInt8(ascii: "\n") { index += 1 }
         return index
     }
 
     /// Just past the empty line that ends a head begun at `start`.
-    private static func headEnd(in bytes: [UInt8], from start: Int) -> Int? {
+    private static func headEnd(in bytes: ByteBufferView, from start: Int) -> Int? {
         var index = start
-        while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
+        while index < bytes.endIndex, let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
             var next = newline + 1
-            if next < bytes.count, bytes[next] == UInt8(ascii: "\r") { next += 1 }
-            if next < bytes.count, bytes[next] == UInt8(ascii: "\n") { return next + 1 }
+            if next < bytes.endIndex, bytes[next] == UInt8(ascii: "\r") { next += 1 }
+            if next < bytes.endIndex, bytes[next] == UInt8(ascii: "\n") { return next + 1 }
             index = newline + 1
         }
         return nil
