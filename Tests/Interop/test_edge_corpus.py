@@ -112,6 +112,14 @@ def test_a_stalled_body_on_the_api_is_a_json_408(edge, split):
     assert HEADER_TIMEOUT - 0.2 < answer.seconds < HEADER_TIMEOUT + 2
 
 
+def test_a_body_stalled_after_the_route_answered_without_it_closes_the_connection_without_a_second_answer(edge):
+    # Authentication answers 401 before reading the body; the body then stalls.
+    data = post(b"/api/v1/posts", b"Content-Length: 100\r\n", b'{"title"')
+    answer = exchange(edge.port, [data], wait=HEADER_TIMEOUT + 3)
+    assert answer.statuses == [401] and answer.closed and not answer.leftover
+    assert HEADER_TIMEOUT - 0.2 < answer.seconds < HEADER_TIMEOUT + 1.5
+
+
 @pytest.mark.parametrize("upgrade", [b"Upgrade: x\r\n", b"Upgrade: websocket\r\n"], ids=["x", "websocket"])
 def test_an_upgrade_header_without_connection_upgrade_is_ignored_and_a_slow_head_after_it_times_out(edge, upgrade):
     data = b"GET /up HTTP/1.1\r\nHost: x\r\n" + upgrade + b"\r\nGET /up HTTP/1.1\r\nHost: "

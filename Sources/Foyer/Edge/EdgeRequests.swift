@@ -297,10 +297,9 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         tap.closing = true
         timer?.cancel()
         timer = nil
-        edge.refused(refusal)
         let after = handedOn ? 1 : 0
-        if handedOn, answering, unanswered == 1 {
-            // Its own answer has begun: nothing can follow it.
+        if handedOn, unanswered == 0 || (answering && unanswered == 1) {
+            // Its own answer has begun, or ended early (a route need not read a body to answer): nothing can follow.
             close(context)
         } else if unanswered == after, !answering {
             writeAndClose(refusal, context: context)
@@ -310,6 +309,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func writeAndClose(_ refusal: EdgeRefusal, context: ChannelHandlerContext) {
+        edge.refused(refusal)
         let answer = edge.answer(refusal)
         context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
