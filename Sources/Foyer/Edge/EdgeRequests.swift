@@ -95,15 +95,16 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     /// A read is about to reach the decoder.
     func bytesArrive(_ bytes: ByteBuffer) {
         if inboundPassesThrough { return }
-        arriving = (bytes, .now(), requestsEnded: 0)
+        let now = NIODeadline.now()
+        arriving = (bytes, now, requestsEnded: 0)
         switch stage {
         case .opened, .idle:
-            stage = .head(since: .now())
+            stage = .head(since: now)
             unfinished.start(bytes)
         case .head:
             unfinished.append(bytes)
         case .body:
-            stage = .body(lastMoved: .now())
+            stage = .body(lastMoved: now)
             unfinished.startInBody(bytes)
         case .upgraded, .closing:
             break
@@ -154,7 +155,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(var head):
             let chunked = head.headers.first(name: "transfer-encoding").map { $0.lowercased().hasSuffix("chunked") } ?? false
             current = (head.uri, head.headers.first(name: "accept"), chunked, 0)
-            stage = .body(lastMoved: .now())
+            stage = .body(lastMoved: arriving?.at ?? .now())
             requestCount += 1
             if let refusal = refusal(of: head) {
                 refuse(refusal, context: context, handedOn: false)
@@ -167,7 +168,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         case .body(let bytes):
             current.bodyBytes += bytes.readableBytes
             unfinished.bodyArrived(bytes.readableBytes)
-            stage = .body(lastMoved: .now())
+            stage = .body(lastMoved: arriving?.at ?? .now())
             context.fireChannelRead(data)
         case .end:
             unfinished.requestEnded(chunked: current.chunked, bodyBytes: current.bodyBytes)
@@ -189,7 +190,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         // The method, the target and the version, with the spaces between them.
         let requestLine = head.method.rawValue.utf8.count + head.uri.utf8.count + 10
         if requestLine > EdgeSettings.maximumRequestLineBytes { return .uriTooLong(json: currentWantsJSON) }
-        if head.version.major == 1, head.version.minor >= 1, head.headers[canonicalForm: "host"].count != 1 {
+        if head.version.major == 1, head.version.minor >= 1, head.headers.count(named: "host") != 1 {
             return .missingHost(json: currentWantsJSON)
         }
         return nil
@@ -209,8 +210,8 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
             head.headers.replaceOrAdd(name: "connection", value: "close")
             closeWhenAnswered = true
         }
+        guard head.headers.contains(name: "upgrade") || head.method == .CONNECT else { return }
         let upgrade = head.headers["upgrade"]
-        guard !upgrade.isEmpty || head.method == .CONNECT else { return }
         let decoderStops = head.method == .CONNECT || head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? head.uri
         // NIO's upgrader looks at a connection's first request only.
@@ -380,5 +381,16 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         default:
             armTimer(context)
         }
+    }
+}
+
+extension HTTPHeaders {
+    /// Fields named `lowercasedName`, in any letter case, counted without copying them out.
+    fileprivate func count(named lowercasedName: String) -> Int {
+        var count = 0
+        for (name, _) in self where name.utf8.count == lowercasedName.utf8.count && name.lowercased() == lowercasedName {
+            count += 1
+        }
+        return count
     }
 }
