@@ -4,6 +4,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from conftest import RunningServer
+
 GOOD = b"GET /up HTTP/1.1\r\nHost: x\r\n\r\n"
 # Statuses the edge answers itself, always with `Connection: close`.
 REFUSALS = {400, 408, 413, 414, 431}
@@ -33,6 +35,11 @@ class Exchange:
     @property
     def statuses(self) -> list[int]:
         return [response.status for response in self.responses]
+
+
+def server_with_timeouts(workdir, header_timeout: float, idle_timeout: float) -> RunningServer:
+    """A server whose clocks run out within a test."""
+    return RunningServer(workdir, extra_args=["--header-timeout", f"{header_timeout}s", "--idle-timeout", f"{idle_timeout}s"])
 
 
 def parse(raw: bytes, head_requests: int = 0) -> tuple[list[Response], bytes]:

@@ -18,6 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
 from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, wait_for_page, wait_until
+from edge_wire import server_with_timeouts
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_instances import fresh_database
@@ -32,9 +33,7 @@ SLOWLORIS_HEADER_TIMEOUT = 10
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory):
     """A server with short timeouts, so that what they close closes within the test."""
-    running = RunningServer(
-        tmp_path_factory.mktemp("edge"), extra_args=["--header-timeout", str(HEADER_TIMEOUT), "--idle-timeout", "2"]
-    )
+    running = server_with_timeouts(tmp_path_factory.mktemp("edge"), HEADER_TIMEOUT, 2)
     yield running
     running.stop()
 

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import RunningServer
-from edge_wire import GOOD, exchange, pieces
+from edge_wire import GOOD, exchange, pieces, server_with_timeouts
 
 HEADER_TIMEOUT = 2
 IDLE_TIMEOUT = 4
@@ -20,10 +19,7 @@ PROMPTLY = 1.0
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory):
-    running = RunningServer(
-        tmp_path_factory.mktemp("edge-corpus"),
-        extra_args=["--header-timeout", f"{HEADER_TIMEOUT}s", "--idle-timeout", f"{IDLE_TIMEOUT}s"],
-    )
+    running = server_with_timeouts(tmp_path_factory.mktemp("edge-corpus"), HEADER_TIMEOUT, IDLE_TIMEOUT)
     yield running
     running.stop()
 

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from conftest import RunningServer
-from edge_wire import GOOD, exchange
+from edge_wire import GOOD, exchange, server_with_timeouts
 from test_edge_corpus import REFUSED, post
 
 HEADER_TIMEOUT = 1
@@ -114,10 +114,7 @@ def check(port: int, number: int, seed: int) -> tuple[str, list[int], str | None
 
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory):
-    running = RunningServer(
-        tmp_path_factory.mktemp("edge-fuzz"),
-        extra_args=["--header-timeout", f"{HEADER_TIMEOUT}s", "--idle-timeout", f"{IDLE_TIMEOUT}s"],
-    )
+    running = server_with_timeouts(tmp_path_factory.mktemp("edge-fuzz"), HEADER_TIMEOUT, IDLE_TIMEOUT)
     yield running
     assert running.stop() == 0, "the server did not stop cleanly after the fuzzer"
 
