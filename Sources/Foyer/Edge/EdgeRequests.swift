@@ -36,7 +36,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     private var current = (target: "", accept: String?.none, chunked: false, bodyBytes: 0)
     /// Heads the decoder finished, and those of them handed on to the routes.
     private var requestCount = 0
-    private var handedOn = 0
+    private var requestsHandedOn = 0
     /// Requests handed on whose response has not ended, and whether one has begun.
     private var unanswered = 0
     private var answering = false
@@ -98,7 +98,11 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         let now = NIODeadline.now()
         arriving = (bytes, now, requestsEnded: 0)
         switch stage {
-        case .opened, .idle:
+        case .opened(let since):
+            // A connection's first head is due within the header timeout of its opening.
+            stage = .head(since: since)
+            unfinished.start(bytes)
+        case .idle:
             stage = .head(since: now)
             unfinished.start(bytes)
         case .head:
@@ -163,7 +167,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
             }
             keepToHTTP1(&head)
             unanswered += 1
-            handedOn += 1
+            requestsHandedOn += 1
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body(let bytes):
             current.bodyBytes += bytes.readableBytes
@@ -310,6 +314,8 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func writeAndClose(_ refusal: EdgeRefusal, context: ChannelHandlerContext) {
+        // The decoder's last word on a connection already gone (a head cut short by the close) has no reader.
+        guard context.channel.isActive else { return close(context) }
         edge.refused(refusal)
         let answer = edge.answer(refusal)
         context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
@@ -324,7 +330,7 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         tap.closing = true
         timer?.cancel()
         timer = nil
-        if handedOn == 0 {
+        if requestsHandedOn == 0 {
             // NIO's upgrader still waits for a first request: told the input is over, it gives up quietly instead
             // of Hummingbird logging an error for every connection refused before its first request.
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
