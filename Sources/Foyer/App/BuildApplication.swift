@@ -56,7 +56,7 @@ public func buildApplication(
                 edge: edge, upgradePaths: [GraphQLWebSocketController.path]
             )
         },
-        configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer"),
+        configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
         services: app.services,
         logger: logger
     )

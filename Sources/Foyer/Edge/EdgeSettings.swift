@@ -24,6 +24,10 @@ public struct EdgeSettings: Sendable {
     public static let maximumRequestLineBytes = 8 * 1024
     /// Header fields in one request: over it, `431`.
     public static let maximumHeaderCount = 100
+    /// Connections the kernel may hold before Foyer accepts them (it caps this at `net.core.somaxconn`). Hummingbird's
+    /// 256 overflowed while 2,000 connections opened at once: each connection over it waits a second for its SYN to be
+    /// sent again.
+    static let listenBacklog = 4096
 
     public init() {}
 
