@@ -5,9 +5,13 @@ import Hummingbird
 extension Request {
     /// JSON for the API, `.json` paths and clients that ask for JSON over HTML; HTML for everything else.
     var wantsJSON: Bool {
-        let path = uri.path
+        Self.wantsJSON(path: uri.path, accept: headers[.accept])
+    }
+
+    /// The rule itself, for the edge too: a head it refuses never becomes a `Request`.
+    static func wantsJSON(path: String, accept: String?) -> Bool {
         if path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql" { return true }
-        let accept = headers[.accept] ?? ""
+        let accept = accept ?? ""
         return accept.contains("application/json") && !accept.contains("text/html")
     }
 

@@ -1,3 +1,4 @@
+import Hummingbird
 import NIOCore
 
 /// The reads of a head NIO's decoder has not finished, kept (not copied) only while it is under way, and read
@@ -142,8 +143,7 @@ struct UnfinishedHead {
         return nil
     }
 
-    /// As `Request.wantsJSON` reads a request: the API, `.json` routes and `/graphql` answer in JSON, and so does
-    /// anything asked for with `Accept: application/json` (not beside `text/html`).
+    /// As `Request.wantsJSON` reads a request, from its request line's bytes.
     static func wantsJSON<Line: Collection<UInt8>>(requestLine line: Line, accept: String?) -> Bool {
         guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return wantsJSON(requestTarget: EmptyCollection(), accept: accept) }
         return wantsJSON(requestTarget: line[line.index(after: space)...], accept: accept)
@@ -151,15 +151,7 @@ struct UnfinishedHead {
 
     /// `accept` lowercased.
     static func wantsJSON<Target: Collection<UInt8>>(requestTarget target: Target, accept: String?) -> Bool {
-        if let accept, accept.contains("application/json"), !accept.contains("text/html") { return true }
         let end = target.firstIndex(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "?") }) ?? target.endIndex
-        let path = target[..<end]
-        func starts(_ prefix: StaticString) -> Bool {
-            prefix.withUTF8Buffer { path.starts(with: $0) }
-        }
-        func ends(_ suffix: StaticString) -> Bool {
-            suffix.withUTF8Buffer { path.count >= $0.count && path.suffix($0.count).elementsEqual($0) }
-        }
-        return starts("/api/") || ends(".json") || (path.count == 8 && starts("/graphql"))
+        return Request.wantsJSON(path: String(decoding: target[..<end], as: UTF8.self), accept: accept)
     }
 }
