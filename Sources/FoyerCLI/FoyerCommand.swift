@@ -155,6 +155,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The same verified email through two providers is one Foyer user (env FOYER_OIDC_LINK_VERIFIED_EMAIL; default false)")
     var oidcLinkVerifiedEmail: Bool?
 
+    @Option(name: .customLong("oidc-id-token-max-age"), help: "Refuse a native app's ID token issued longer ago than this: 10m, 90s or seconds (env FOYER_OIDC_ID_TOKEN_MAX_AGE; default 10m)")
+    var oidcIDTokenMaxAge: String?
+
     @Option(help: "Unified Push Server that devices are registered at (env FOYER_PUSH_URL; default: the push service of --mobile-services)")
     var pushURL: String?
 
@@ -196,6 +199,9 @@ struct Serve: AsyncParsableCommand {
         }
         if let text = sessionLifetime ?? environment["FOYER_SESSION_LIFETIME"] {
             config.sessionLifetime.lifetime = try Self.duration(text, option: "--session-lifetime")
+        }
+        if let text = oidcIDTokenMaxAge ?? environment["FOYER_OIDC_ID_TOKEN_MAX_AGE"] {
+            config.oidcIDTokenMaximumAge = try Self.duration(text, option: "--oidc-id-token-max-age")
         }
         if let text = headerTimeout ?? environment["FOYER_HEADER_TIMEOUT"] {
             config.edge.headerTimeout = .milliseconds(Int64(try Self.duration(text, option: "--header-timeout") * 1000))

@@ -284,11 +284,11 @@ def test_id_tokens_that_do_not_check_out_are_refused_each_with_its_reason(foyer,
     for name, (token, reason) in refused.items():
         answer = id_token_sign_in(foyer, "nanoidp", token, nonce="not the app's" if name == "nonce mismatch" else None)
         assert answer.status_code == 401, (name, answer.text)
-        assert reason in answer.json()["error"], (name, answer.json())
+        assert answer.json()["error"] == "invalid_token" and reason in answer.json()["error_description"], (name, answer.json())
         assert "invalid_token" in answer.headers["WWW-Authenticate"], name
     assert id_token_sign_in(foyer, "nanoidp", good).status_code == 201, "the good one still passes"
     unknown = id_token_sign_in(foyer, "okta", good)
-    assert unknown.status_code == 401 and "nanoidp, django" in unknown.json()["error"]
+    assert unknown.status_code == 401 and "nanoidp, django" in unknown.json()["error_description"]
     assert call(foyer, "POST", "/api/v1/sessions", body={"id_token": good}).status_code == 422, "no provider named"
 
 

@@ -27,6 +27,15 @@ struct ErrorMiddleware: RouterMiddleware {
     }
 
     private func answer(to error: any Error, request: Request, context: Context) -> Response {
+        // A session bound to the app's key, or a proof, that did not check out (RFC 9449 §7.1): native code asking.
+        if let refused = error as? DPoPRefusal {
+            var response = request.wantsJSON
+                ? Response.json(["error": refused.code.rawValue, "error_description": refused.description], status: .unauthorized)
+                : signInForm.page(request: request, context: context, returnTo: nil, message: refused.description, status: .unauthorized)
+            response.headers[.wwwAuthenticate] = refused.challenge
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
         // The upstream no longer takes our credentials: to the client that is "sign in again", like no session.
         if error is AuthenticationRequired || (error as? GraphQLUpstreamError)?.isSessionExpired == true {
             let invalidToken = (error as? AuthenticationRequired)?.invalidToken
@@ -35,6 +44,10 @@ struct ErrorMiddleware: RouterMiddleware {
                 var response = Response.json(["error": message], status: .unauthorized)
                 // RFC 6750 §3: say the token itself was the problem, so a client refreshes it instead of asking again.
                 response.headers[.wwwAuthenticate] = invalidToken.map { "Bearer error=\"invalid_token\", error_description=\"\(Self.quotable($0))\"" } ?? "Bearer"
+                // A token sent as DPoP that names no live session: the challenge is in the scheme it came in.
+                if let authorization = request.headers[.authorization], AuthenticationMiddleware.credential(fromAuthorization: authorization)?.1 == .dpop {
+                    response.headers[.wwwAuthenticate] = DPoPRefusal.token(message).challenge
+                }
                 return response
             }
             let returnTo = request.method == .get ? request.pathAndQuery : nil

@@ -27,6 +27,8 @@ struct AccountController {
             let signedIn: TimeView
             let lastSeen: TimeView
             let current: Bool
+            /// Its token works only with a DPoP proof from the app's key.
+            let boundToDeviceKey: Bool
         }
 
         /// What the provider this sign-in came from says about you.
@@ -52,7 +54,7 @@ struct AccountController {
             AccountView.Device(
                 id: session.id, name: DeviceName.describe(session.userAgent), userAgent: session.userAgent ?? "",
                 ipAddress: session.ipAddress ?? "unknown", signedIn: time.view(of: session.createdAt), lastSeen: time.view(of: session.lastSeenAt),
-                current: session.id == identity.session?.id
+                current: session.id == identity.session?.id, boundToDeviceKey: session.isBoundToDeviceKey
             )
         }
         let provider = try await signIn.providers.claims(of: identity).map { provider, claims in

@@ -16,6 +16,14 @@ public struct AuthSession: Codable, Sendable, FetchableRecord, PersistableRecord
     public var createdAt: Date
     public var lastSeenAt: Date
     public var revokedAt: Date?
+    /// The RFC 7638 thumbprint of the key a native app proved at sign-in (DPoP): its token then works only with a
+    /// fresh proof signed by that key. nil for a session signed in without one.
+    public var dpopThumbprint: String?
+    /// A bound session's WebView holds this other token's cookie (only ever good as a cookie), never the app's own.
+    public var cookieTokenHash: String?
+
+    /// Whether the session's token works only with a DPoP proof from the app's key.
+    public var isBoundToDeviceKey: Bool { dpopThumbprint != nil }
 }
 
 /// How long a session lasts: unused for `idleTimeout`, or older than `lifetime`, and it is over, like a revoked one.
@@ -66,8 +74,18 @@ public struct SessionRepository: Sendable {
 
     /// Returns the new session and its token; the token is shown to the client once and only its hash is kept.
     public func create(for user: User, userAgent: String?, ipAddress: String?) async throws -> (AuthSession, token: String) {
+        let (session, token, _) = try await create(for: user, userAgent: userAgent, ipAddress: ipAddress, dpopThumbprint: nil)
+        return (session, token)
+    }
+
+    /// A session bound to a device key (`dpopThumbprint`) also gets a token for its WebView's cookie: `cookieToken`
+    /// (for an unbound one, the token itself).
+    func create(
+        for user: User, userAgent: String?, ipAddress: String?, dpopThumbprint: String?
+    ) async throws -> (AuthSession, token: String, cookieToken: String) {
         guard let userId = user.id else { preconditionFailure("creating a session for an unsaved user") }
         let token = Self.randomToken()
+        let cookieToken = dpopThumbprint == nil ? token : Self.randomToken()
         let now = Date()
         let session = AuthSession(
             id: UUID().uuidString.lowercased(),
@@ -78,18 +96,42 @@ public struct SessionRepository: Sendable {
             ipAddress: ipAddress,
             createdAt: now,
             lastSeenAt: now,
-            revokedAt: nil
+            revokedAt: nil,
+            dpopThumbprint: dpopThumbprint,
+            cookieTokenHash: dpopThumbprint == nil ? nil : Self.hash(token: cookieToken)
         )
         try await storage.insert(session)
-        return (session, token)
+        return (session, token, cookieToken)
+    }
+
+    /// A new cookie token for a bound session's WebView (the one before it stops working): only its hash is kept,
+    /// so a hand-over cannot give out the one it gave before.
+    func renewCookieToken(of session: AuthSession) async throws -> String {
+        precondition(session.isBoundToDeviceKey, "an unbound session's cookie holds its own token")
+        let cookieToken = Self.randomToken()
+        try await storage.setCookieTokenHash(Self.hash(token: cookieToken), sessionID: session.id)
+        cache.forget(sessionID: session.id)
+        return cookieToken
     }
 
     /// The live session and its user for a token; nil for unknown, revoked and expired tokens.
     public func find(token: String, now: Date = Date()) async throws -> (AuthSession, User)? {
+        try await lookup(token: token, now: now).map { ($0.session, $0.user) }
+    }
+
+    /// A live session found by a token: its own, or (for a session bound to a device key) its WebView's cookie token.
+    struct Found {
+        let session: AuthSession
+        let user: User
+        /// The token is a bound session's cookie token: good only as the cookie.
+        let isCookieToken: Bool
+    }
+
+    func lookup(token: String, now: Date = Date()) async throws -> Found? {
         guard token.utf8.count <= 256 else { return nil }
         // A cache hit does not move last_seen_at: once that is due, the database is asked (and it moves).
-        if let cached = cache.lookup(token: token, now: now), lifetime.isLive(cached.0, now: now),
-            now.timeIntervalSince(cached.0.lastSeenAt) <= lastSeenResolution
+        if let cached = cache.lookup(token: token, now: now), lifetime.isLive(cached.session, now: now),
+            now.timeIntervalSince(cached.session.lastSeenAt) <= lastSeenResolution
         {
             return cached
         }
@@ -101,8 +143,9 @@ public struct SessionRepository: Sendable {
             session.lastSeenAt = now
             try await storage.touch(sessionID: session.id, at: now)
         }
-        cache.store(session, user, token: token, now: now)
-        return (session, user)
+        let result = Found(session: session, user: user, isCookieToken: session.tokenHash != tokenHash)
+        cache.store(result, token: token, now: now)
+        return result
     }
 
     /// The user's live sessions, most recently used first.

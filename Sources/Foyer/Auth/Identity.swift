@@ -7,6 +7,8 @@ public struct Identity: Sendable {
         case cookie
         /// `Authorization: Bearer` or `Token`: native code or curl. No CSRF: a cross-site page cannot set this header.
         case bearer
+        /// `Authorization: DPoP` with a proof from the key the session is bound to: native code. No CSRF either.
+        case dpop
     }
 
     public let user: User

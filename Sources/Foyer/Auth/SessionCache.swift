@@ -13,25 +13,24 @@ final class SessionCache: Sendable {
     static let capacity = 10_000
 
     private struct Entry {
-        let session: AuthSession
-        let user: User
+        let found: SessionRepository.Found
         let loadedAt: Date
     }
 
     private let entries = NIOLockedValueBox([String: Entry]())
 
-    func lookup(token: String, now: Date) -> (AuthSession, User)? {
+    func lookup(token: String, now: Date) -> SessionRepository.Found? {
         entries.withLockedValue { entries in
             guard let entry = entries[token], now.timeIntervalSince(entry.loadedAt) < Self.lifetime else { return nil }
-            return (entry.session, entry.user)
+            return entry.found
         }
     }
 
-    func store(_ session: AuthSession, _ user: User, token: String, now: Date) {
+    func store(_ found: SessionRepository.Found, token: String, now: Date) {
         entries.withLockedValue { entries in
             // Crude but bounded: a full cache starts over rather than tracking recency on every hit.
             if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[token] = Entry(session: session, user: user, loadedAt: now)
+            entries[token] = Entry(found: found, loadedAt: now)
         }
     }
 
@@ -39,9 +38,10 @@ final class SessionCache: Sendable {
         entries.withLockedValue { $0.removeAll() }
     }
 
+    /// Every entry of the session: a bound session has two tokens, the app's and its WebView's cookie's.
     func forget(sessionID: String) {
         entries.withLockedValue { entries in
-            if let key = entries.first(where: { $0.value.session.id == sessionID })?.key {
+            for key in entries.compactMap({ $0.value.found.session.id == sessionID ? $0.key : nil }) {
                 entries.removeValue(forKey: key)
             }
         }

@@ -5,8 +5,9 @@ import PostgresNIO
 /// The rows behind `SessionRepository`.
 protocol SessionStorage: Sendable {
     func insert(_ session: AuthSession) async throws
-    /// The unrevoked session with that token hash, and its user.
+    /// The unrevoked session with that token hash (its own, or its WebView's cookie token's), and its user.
     func find(tokenHash: String) async throws -> (AuthSession, User)?
+    func setCookieTokenHash(_ hash: String, sessionID: String) async throws
     func touch(sessionID: String, at: Date) async throws
     /// The user's unrevoked sessions, most recently used first.
     func unrevoked(userId: Int64) async throws -> [AuthSession]
@@ -43,10 +44,17 @@ struct SQLiteSessionStorage: SessionStorage {
 
     func find(tokenHash: String) async throws -> (AuthSession, User)? {
         try database.readNow { db in
-            guard let session = try AuthSession.filter(Column("token_hash") == tokenHash && Column("revoked_at") == nil).fetchOne(db),
+            let matches = Column("token_hash") == tokenHash || Column("cookie_token_hash") == tokenHash
+            guard let session = try AuthSession.filter(matches && Column("revoked_at") == nil).fetchOne(db),
                 let user = try User.fetchOne(db, key: session.userId)
             else { return nil }
             return (session, user)
+        }
+    }
+
+    func setCookieTokenHash(_ hash: String, sessionID: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE sessions SET cookie_token_hash = ? WHERE id = ?", arguments: [hash, sessionID])
         }
     }
 
@@ -96,19 +104,26 @@ struct PostgresSessionStorage: SessionStorage {
     let store: PostgresStore
     let ending: (@Sendable (PostgresConnection, [String]) async throws -> Void)?
 
-    private static let columns = "id, user_id, token_hash, csrf_token, user_agent, ip_address, created_at, last_seen_at, revoked_at"
+    private static let columns = """
+        id, user_id, token_hash, csrf_token, user_agent, ip_address, created_at, last_seen_at, revoked_at, dpop_thumbprint, cookie_token_hash
+        """
 
     func insert(_ session: AuthSession) async throws {
         try await store.query("""
             INSERT INTO sessions (\(unescaped: Self.columns)) VALUES (\(session.id), \(session.userId), \(session.tokenHash),
-            \(session.csrfToken), \(session.userAgent), \(session.ipAddress), \(session.createdAt), \(session.lastSeenAt), \(session.revokedAt))
+            \(session.csrfToken), \(session.userAgent), \(session.ipAddress), \(session.createdAt), \(session.lastSeenAt), \(session.revokedAt),
+            \(session.dpopThumbprint), \(session.cookieTokenHash))
             """)
+    }
+
+    func setCookieTokenHash(_ hash: String, sessionID: String) async throws {
+        try await store.query("UPDATE sessions SET cookie_token_hash = \(hash) WHERE id = \(sessionID)")
     }
 
     func find(tokenHash: String) async throws -> (AuthSession, User)? {
         let rows = try await store.query("""
             SELECT sessions.*, \(unescaped: PostgresUsers.columns(as: "user_")) FROM sessions JOIN users ON users.id = sessions.user_id
-            WHERE sessions.token_hash = \(tokenHash) AND sessions.revoked_at IS NULL
+            WHERE (sessions.token_hash = \(tokenHash) OR sessions.cookie_token_hash = \(tokenHash)) AND sessions.revoked_at IS NULL
             """)
         return try rows.first.map { row in
             let columns = row.makeRandomAccess()

@@ -34,6 +34,8 @@ struct SessionsAPIController {
         let createdAt: Date
         let lastSeenAt: Date
         let current: Bool
+        /// `DPoP` for a session bound to the app's key (its token goes as `Authorization: DPoP`), else `Bearer`.
+        let tokenType: String
 
         init(_ session: AuthSession, user: User, current: Bool) {
             self.id = session.id
@@ -43,10 +45,11 @@ struct SessionsAPIController {
             self.createdAt = session.createdAt
             self.lastSeenAt = session.lastSeenAt
             self.current = current
+            self.tokenType = session.isBoundToDeviceKey ? "DPoP" : "Bearer"
         }
 
         private enum CodingKeys: String, CodingKey {
-            case id, user, userAgent, ipAddress, createdAt, lastSeenAt, current
+            case id, user, userAgent, ipAddress, createdAt, lastSeenAt, current, tokenType
         }
 
         /// Unknown values are `null`, not missing: clients read every documented key.
@@ -59,13 +62,23 @@ struct SessionsAPIController {
             try container.encode(createdAt, forKey: .createdAt)
             try container.encode(lastSeenAt, forKey: .lastSeenAt)
             try container.encode(current, forKey: .current)
+            try container.encode(tokenType, forKey: .tokenType)
         }
     }
 
     /// A password (`email`/`username` and `password`, checked by whoever holds the accounts, or by the provider the
     /// body names), or a native app's ID token (`{"provider", "id_token", "nonce"}`): `201` with the session either way.
+    /// With a `DPoP` proof (RFC 9449) the session is bound to the app's key: its token then works only as
+    /// `Authorization: DPoP` with a proof, and the WebView's cookie holds a token of its own.
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
+        // Before the credentials: a bad proof must not spend an ID token.
+        let proof: DPoPProof?
+        do {
+            proof = try await signIn.signInProof(of: request)
+        } catch let refused as DPoPRefusal {
+            return Self.proofRefusal(refused)
+        }
         var provider: ProviderSessions?
         if let name = credentials.provider {
             guard let named = signIn.providers.named(name) else { return Self.refusal(unknownProvider(name)) }
@@ -94,18 +107,25 @@ struct SessionsAPIController {
             }
             verified = found
         }
-        let (session, token) = try await signIn.openSession(for: verified, request: request, context: context)
+        let (session, token, cookieToken) = try await signIn.openSession(for: verified, request: request, context: context, proof: proof)
         var response = Response.json(SessionJSON(session, user: verified.user, current: true), status: .created)
         response.headers[.xSessionToken] = token
         response.headers[.cacheControl] = "no-store"
-        response.setCookie(signIn.cookie(token: token, request: request))
+        response.setCookie(signIn.cookie(token: cookieToken, request: request))
         return response
     }
 
-    /// A credential that does not check out: `401`, saying why.
+    /// A credential that does not check out: `401` `invalid_token` (RFC 6750), saying why.
     static func refusal(_ reason: String) -> Response {
-        var response = Response.json(["error": reason], status: .unauthorized)
-        response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\""
+        var response = Response.json(["error": "invalid_token", "error_description": reason], status: .unauthorized)
+        response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\", error_description=\"\(ErrorMiddleware.quotable(reason))\""
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    /// A sign-in's DPoP proof that does not check out: `400` `invalid_dpop_proof`, as a token endpoint answers (RFC 9449 §5).
+    static func proofRefusal(_ refused: DPoPRefusal) -> Response {
+        var response = Response.json(["error": refused.code.rawValue, "error_description": refused.description], status: .badRequest)
         response.headers[.cacheControl] = "no-store"
         return response
     }
@@ -168,10 +188,13 @@ struct SessionsAPIController {
 
     /// A native app that signed in through the API loads this in its WebView with its Bearer token, so the
     /// WebView gets the session cookie too (and lands on `return_to`, when given, instead of a 204).
+    /// A session bound to the app's key gets a new cookie token each time: its WebView never holds the app's own.
     @Sendable func cookie(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
         var token = identity.token
-        if identity.session == nil, let presented = identity.providerToken, let provider = signIn.providers.named(presented.provider) {
+        if let session = identity.session, session.isBoundToDeviceKey {
+            token = try await signIn.sessions.renewCookieToken(of: session)
+        } else if identity.session == nil, let presented = identity.providerToken, let provider = signIn.providers.named(presented.provider) {
             // An app signed in with AppAuth: its WebView gets a Foyer session relaying that access token until it
             // expires; then the WebView's 401 makes the app hand over a fresh one.
             let tokens = ProviderTokenSet(

@@ -6,6 +6,8 @@ struct SessionsFeature {
     let users: UserRepository
     let sessions: SessionRepository
     let throttle: SignInThrottle
+    /// ID tokens, nonces and DPoP proofs already used.
+    let spent: SpentCredentials
     /// What sessions hold open (event streams, websockets): it ends with them, on every instance.
     let holds: SessionHolds
 
@@ -22,7 +24,8 @@ struct SessionsFeature {
             }
         )
         throttle = SignInThrottle(store: app.store)
-        app.run(SessionPruning(sessions: sessions, throttle: throttle, logger: app.logger))
+        spent = SpentCredentials(store: app.store)
+        app.run(SessionPruning(sessions: sessions, throttle: throttle, spent: spent, logger: app.logger))
         app.run(HeldSessionExpiry(holds: holds, sessions: sessions, logger: app.logger))
         cluster?.on(Self.ended) { ids in
             for id in ids { sessions.cache.forget(sessionID: id) }

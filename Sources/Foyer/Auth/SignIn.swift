@@ -16,6 +16,9 @@ struct SignIn: Sendable {
     let trustProxy: Bool
     let sessionLifetime: SessionLifetime
     let metrics: FoyerMetrics
+    let idTokens: SingleUseIDTokens
+    /// Binds a sign-in that carries a DPoP proof to the app's key.
+    let binding: DeviceKeyBinding
 
     /// Someone who proved who they are, with what their provider handed over (nothing for a local account).
     struct Verified {
@@ -49,7 +52,7 @@ struct SignIn: Sendable {
         var rejection: TokenRejected?
         let verified = try await throttled(login: nil, request: request, context: context) { () -> Verified? in
             do {
-                let (user, token) = try await provider.user(signedInWithIDToken: idToken, nonce: nonce)
+                let (user, token) = try await provider.user(signedInWithIDToken: idToken, nonce: nonce, singleUse: idTokens)
                 return Verified(user: user, provider: provider, idToken: token)
             } catch let rejected as TokenRejected {
                 rejection = rejected
@@ -90,11 +93,23 @@ struct SignIn: Sendable {
         return try await provider.authenticate(username: login, password: password).map { Verified(user: $0, provider: provider, tokens: $1) }
     }
 
-    func openSession(for verified: Verified, request: Request, context: some RemoteAddressRequestContext) async throws -> (AuthSession, token: String) {
-        let (session, token) = try await sessions.create(
+    /// The DPoP proof of a sign-in request (no token yet, so no `ath`), spent; nil when it carries none.
+    func signInProof(of request: Request) async throws -> DPoPProof? {
+        try await binding.verifier.proof(
+            in: request.headers, method: request.method, url: DeviceKeyBinding.url(of: request, trustProxy: trustProxy), accessToken: nil
+        )
+    }
+
+    /// A new session for someone verified: bound to the key of `proof` when the sign-in carried one. `cookieToken` is
+    /// what the WebView's cookie holds: the token itself, or for a bound session a token good only as the cookie.
+    func openSession(
+        for verified: Verified, request: Request, context: some RemoteAddressRequestContext, proof: DPoPProof? = nil
+    ) async throws -> (AuthSession, token: String, cookieToken: String) {
+        let (session, token, cookieToken) = try await sessions.create(
             for: verified.user,
             userAgent: request.headers[.userAgent],
-            ipAddress: request.clientIP(context: context, trustProxy: trustProxy)
+            ipAddress: request.clientIP(context: context, trustProxy: trustProxy),
+            dpopThumbprint: proof?.thumbprint
         )
         if let provider = verified.provider, let tokens = verified.tokens {
             try await provider.keep(tokens, forSession: session.id)
@@ -102,7 +117,7 @@ struct SignIn: Sendable {
             try await provider.keep(idToken: idToken, forSession: session.id)
         }
         metrics.signIn(.success)
-        return (session, token)
+        return (session, token, cookieToken)
     }
 
     /// Ends one of the user's sessions, and its provider's session with it; false when it is not theirs or not live.

@@ -4,12 +4,14 @@ struct SignInFeature {
     let authenticator: Authenticator
 
     init(_ app: Foundations, sessions: SessionsFeature, providers: IdentityProviders) {
+        let binding = DeviceKeyBinding(verifier: DPoPVerifier(spent: sessions.spent), trustProxy: app.config.trustProxy)
         signIn = SignIn(
             users: sessions.users, sessions: sessions.sessions, providers: providers, throttle: sessions.throttle,
             secureCookies: app.config.secureCookies, trustProxy: app.config.trustProxy, sessionLifetime: app.config.sessionLifetime,
-            metrics: app.metrics
+            metrics: app.metrics, idTokens: SingleUseIDTokens(spent: sessions.spent, maximumAge: app.config.oidcIDTokenMaximumAge),
+            binding: binding
         )
-        authenticator = Authenticator(sessions: sessions.sessions, providers: providers)
+        authenticator = Authenticator(sessions: sessions.sessions, providers: providers, binding: binding)
     }
 
     func addRoutes(to router: FoyerRouter, views: Views) {

@@ -44,7 +44,7 @@ struct WebSessionController {
                 request: request, context: context, email: email, returnTo: returnTo, message: SignIn.wrongCredentials, status: .unprocessableContent
             )
         }
-        let (_, token) = try await signIn.openSession(for: verified, request: request, context: context)
+        let (_, token, _) = try await signIn.openSession(for: verified, request: request, context: context)
         // A native shell shows sign-in as a modal: dismiss it and reload the screen that asked for it.
         var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh).flashing(.signedIn)
         response.setCookie(signIn.cookie(token: token, request: request))

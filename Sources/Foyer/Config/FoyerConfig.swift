@@ -86,6 +86,8 @@ public struct FoyerConfig: Sendable {
     /// The same verified email through two providers is one Foyer user (`--oidc-link-verified-email`); otherwise each
     /// provider's `sub` is a user of its own.
     public var oidcLinkVerifiedEmail = false
+    /// A native app's ID token older than this is refused at `POST /api/v1/sessions` (`--oidc-id-token-max-age`).
+    public var oidcIDTokenMaximumAge: TimeInterval = 600
     /// Every variable of the environment Foyer started in: secrets named in the providers file are read from it.
     public var environment: [String: String] = [:]
     /// Signs the live stream names pages embed; nil: one generated and kept in the database. Instances that share

@@ -83,11 +83,14 @@ struct GraphQLWebSocketController {
     /// A Keycloak token that does not verify counts as no identity: the socket is refused like any other.
     func authenticate(initPayload: Map?, upgradeRequest: Request) async throws -> Identity? {
         do {
-            if let token = Self.token(in: initPayload) {
-                return try await authenticator.identity(token: token, credential: .bearer, request: upgradeRequest)
+            // A token bound to the app's key (`DPoP T`) is proved by the upgrade request's DPoP header.
+            if let (token, credential) = Self.token(in: initPayload) {
+                return try await authenticator.identity(token: token, credential: credential, request: upgradeRequest)
             }
             return try await authenticatedUpgrade(upgradeRequest)
         } catch is AuthenticationRequired {
+            return nil
+        } catch is DPoPRefusal {
             return nil
         }
     }
@@ -101,14 +104,15 @@ struct GraphQLWebSocketController {
         return try await authenticator.identity(token: token, credential: credential, request: upgradeRequest)
     }
 
-    /// `{"Authorization": "Bearer T"}` in any letter case, or `{"X-Session-Token": "T"}` as our sign-in hands it out.
-    private static func token(in payload: Map?) -> String? {
+    /// `{"Authorization": "Bearer T"}` (or `DPoP T`) in any letter case, or `{"X-Session-Token": "T"}` as our sign-in
+    /// hands it out.
+    private static func token(in payload: Map?) -> (String, Identity.Credential)? {
         guard case .dictionary(let fields) = payload else { return nil }
         for (key, value) in fields {
             guard case .string(let text) = value else { continue }
             switch key.lowercased() {
-            case "authorization": return AuthenticationMiddleware.token(fromAuthorization: text)
-            case "x-session-token": return text.isEmpty ? nil : text
+            case "authorization": return AuthenticationMiddleware.credential(fromAuthorization: text)
+            case "x-session-token": return text.isEmpty ? nil : (text, .bearer)
             default: continue
             }
         }

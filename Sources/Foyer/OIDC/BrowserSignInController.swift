@@ -112,7 +112,7 @@ struct BrowserSignInController {
         }
 
         let user = try await provider.user(signedInWith: tokens)
-        let (_, token) = try await signIn.openSession(for: .init(user: user, provider: provider, tokens: tokens), request: request, context: context)
+        let (_, token, _) = try await signIn.openSession(for: .init(user: user, provider: provider, tokens: tokens), request: request, context: context)
         var response = Response.seeOther(attempt.returnTo).flashing(.signedIn)
         response.setCookie(signIn.cookie(token: token, request: request))
         response.setCookie(stateCookie("", request: request, expired: true))

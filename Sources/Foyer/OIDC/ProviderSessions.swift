@@ -78,14 +78,16 @@ final class ProviderSessions: Sendable {
     }
 
     /// A native app's sign-in with the ID token the provider gave it: verified against the provider's keys, for one
-    /// of the app clients, with the app's nonce. TokenRejected says why not.
-    func user(signedInWithIDToken idToken: String, nonce: String?) async throws -> (User, VerifiedToken) {
+    /// of the app clients, with the app's nonce, and spent (`singleUse`) before anyone is provisioned. TokenRejected
+    /// says why not.
+    func user(signedInWithIDToken idToken: String, nonce: String?, singleUse: SingleUseIDTokens) async throws -> (User, VerifiedToken) {
         guard !settings.appClientIDs.isEmpty else {
             throw TokenRejected("\(settings.displayName) accepts no app's ID tokens here: the operator names them with --oidc-app-client-ids")
         }
         let verified = try await verifier.verify(
             idToken, issuers: [try await client.endpoints().issuer], use: .appIDToken(clientIDs: settings.appClientIDs, nonce: nonce)
         )
+        try await singleUse.spend(verified)
         return (try await user(for: verified.claims), verified)
     }
 

@@ -153,6 +153,20 @@ extension SQLiteStore {
             try db.alter(table: "keycloak_tokens") { t in t.add(column: "provider", .text).notNull().defaults(to: "keycloak") }
             try db.alter(table: "keycloak_sign_ins") { t in t.add(column: "provider", .text).notNull().defaults(to: "keycloak") }
         }
+        migrator.registerMigration("v13: single-use sign-in credentials and sessions bound to a device key") { db in
+            // ID tokens, nonces and DPoP proofs already used, by a hash of what identifies them, until they expire.
+            try db.create(table: "spent_credentials") { t in
+                t.primaryKey("key", .text)
+                t.column("expires_at", .datetime).notNull().indexed()
+            }
+            // A DPoP-bound session: the RFC 7638 thumbprint of the app's key, and the hash of the separate token its
+            // WebView's cookie holds (the app's own token is worthless without the key, so it must not be a cookie).
+            try db.alter(table: "sessions") { t in
+                t.add(column: "dpop_thumbprint", .text)
+                t.add(column: "cookie_token_hash", .text)
+            }
+            try db.create(index: "sessions_by_cookie_token_hash", on: "sessions", columns: ["cookie_token_hash"], unique: true)
+        }
         return migrator
     }
 }
@@ -310,6 +324,13 @@ extension PostgresMigrations {
             "ALTER TABLE users DROP COLUMN keycloak_subject",
             "ALTER TABLE keycloak_tokens ADD COLUMN provider TEXT NOT NULL DEFAULT 'keycloak'",
             "ALTER TABLE keycloak_sign_ins ADD COLUMN provider TEXT NOT NULL DEFAULT 'keycloak'",
+        ]),
+        ("6: single-use sign-in credentials and sessions bound to a device key (SQLite's v13)", [
+            "CREATE TABLE spent_credentials (key TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX spent_credentials_on_expires_at ON spent_credentials (expires_at)",
+            "ALTER TABLE sessions ADD COLUMN dpop_thumbprint TEXT",
+            "ALTER TABLE sessions ADD COLUMN cookie_token_hash TEXT",
+            "CREATE UNIQUE INDEX sessions_by_cookie_token_hash ON sessions (cookie_token_hash)",
         ]),
     ]
 }
