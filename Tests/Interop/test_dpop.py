@@ -205,8 +205,7 @@ def test_sign_ins_bind_by_id_token_and_by_rsa_key_and_refuse_a_bad_proof_without
     key = DeviceKey()
     id_token = app_tokens_from_nanoidp(nanoidp, "finn")["id_token"]
     url = foyer.url + "/api/v1/sessions"
-    bad = id_token_sign_in(foyer, id_token, proof=key.proof("GET", url))
-    assert bad.status_code == 400 and bad.json()["error"] == "invalid_dpop_proof" and "(htm)" in bad.json()["error_description"], bad.text
+    refused(id_token_sign_in(foyer, id_token, proof=key.proof("GET", url)), "invalid_dpop_proof", "(htm)")
     answer = id_token_sign_in(foyer, id_token, proof=key.proof("POST", url))
     assert answer.status_code == 201 and answer.json()["token_type"] == "DPoP", answer.text
     token = answer.headers["X-Session-Token"]

@@ -72,13 +72,9 @@ struct SessionsAPIController {
     /// `Authorization: DPoP` with a proof, and the WebView's cookie holds a token of its own.
     @Sendable func create(request: Request, context: FoyerRequestContext) async throws -> Response {
         let credentials = try await Credentials.read(from: request)
-        // Before the credentials: a bad proof must not spend an ID token.
-        let proof: DPoPProof?
-        do {
-            proof = try await signIn.signInProof(of: request)
-        } catch let refused as DPoPRefusal {
-            return Self.proofRefusal(refused)
-        }
+        // Before the credentials: a bad proof must not spend an ID token. Refused, it is a 401 with the DPoP challenge (RFC
+        // 9449 §5 has a token endpoint answer 400, as OAuth's do; here every refused credential is a 401).
+        let proof = try await signIn.signInProof(of: request)
         var provider: ProviderSessions?
         if let name = credentials.provider {
             guard let named = signIn.providers.named(name) else { return Self.refusal(unknownProvider(name)) }
@@ -119,13 +115,6 @@ struct SessionsAPIController {
     static func refusal(_ reason: String) -> Response {
         var response = Response.json(["error": "invalid_token", "error_description": reason], status: .unauthorized)
         response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\", error_description=\"\(ErrorMiddleware.quotable(reason))\""
-        response.headers[.cacheControl] = "no-store"
-        return response
-    }
-
-    /// A sign-in's DPoP proof that does not check out: `400` `invalid_dpop_proof`, as a token endpoint answers (RFC 9449 §5).
-    static func proofRefusal(_ refused: DPoPRefusal) -> Response {
-        var response = Response.json(["error": refused.code.rawValue, "error_description": refused.description], status: .badRequest)
         response.headers[.cacheControl] = "no-store"
         return response
     }
