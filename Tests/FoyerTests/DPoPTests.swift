@@ -1,4 +1,5 @@
 import Crypto
+import CryptoExtras
 import Foundation
 import HTTPTypes
 import Testing
@@ -43,7 +44,7 @@ import Testing
         let (verifier, store) = try await verifier()
         defer { store.close() }
         do {
-            _ = try await verifier.check(proof, method: method, url: url, accessToken: token, now: Date())
+            _ = try verifier.check(proof, method: method, url: url, accessToken: token, now: Date())
             return nil
         } catch let refused as DPoPRefusal {
             #expect(refused.code == .invalidProof)
@@ -57,20 +58,58 @@ import Testing
             "kty": "RSA", "e": "AQAB", "alg": "RS256", "kid": "2011-04-29",
             "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw",
         ]
-        #expect(DPoPVerifier.thumbprint(of: jwk) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
-        #expect(DPoPVerifier.thumbprint(of: ["kty": "EC", "crv": "P-256", "x": "abc"]) == nil, "y is required")
-        #expect(DPoPVerifier.thumbprint(of: ["kty": "oct", "k": "secret"]) == nil)
+        #expect(ProofKey.thumbprint(of: jwk) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
+        #expect(ProofKey.thumbprint(of: ["kty": "EC", "crv": "P-256", "x": "abc"]) == nil, "y is required")
+        #expect(ProofKey.thumbprint(of: ["kty": "oct", "k": "secret"]) == nil)
     }
 
     @Test func aGoodProofPassesAndNamesItsKeysThumbprint() async throws {
         let app = AppKey()
         let (verifier, store) = try await verifier()
         defer { store.close() }
-        let proof = try await verifier.check(try app.proof(), method: "GET", url: Self.url, accessToken: Self.token, now: Date())
-        #expect(proof.thumbprint == DPoPVerifier.thumbprint(of: app.jwk))
+        let proof = try verifier.check(try app.proof(), method: "GET", url: Self.url, accessToken: Self.token, now: Date())
+        #expect(proof.thumbprint == ProofKey.thumbprint(of: app.jwk))
         // At sign-in there is no token yet, and no ath.
         let signIn = try app.proof(method: "POST", url: "https://foyer.example/api/v1/sessions", token: nil)
-        #expect(try await verifier.check(signIn, method: "POST", url: "https://foyer.example/api/v1/sessions", accessToken: nil, now: Date()).thumbprint == proof.thumbprint)
+        #expect(try verifier.check(signIn, method: "POST", url: "https://foyer.example/api/v1/sessions", accessToken: nil, now: Date()).thumbprint == proof.thumbprint)
+    }
+
+    @Test func theSameKeysNextProofIsCheckedInFullThoughItsHeaderIsKnown() async throws {
+        let app = AppKey()
+        let (verifier, store) = try await verifier()
+        defer { store.close() }
+        _ = try verifier.check(try app.proof(), method: "GET", url: Self.url, accessToken: Self.token, now: Date())
+        _ = try verifier.check(try app.proof(), method: "GET", url: Self.url, accessToken: Self.token, now: Date())
+        // The header is the app's (kept from before); the signature another key's.
+        #expect(throws: DPoPRefusal.self) {
+            try verifier.check(try app.proof(signer: P256.Signing.PrivateKey()), method: "GET", url: Self.url, accessToken: Self.token, now: Date())
+        }
+        #expect(throws: DPoPRefusal.self) { try verifier.check(try app.proof(method: "POST"), method: "GET", url: Self.url, accessToken: Self.token, now: Date()) }
+    }
+
+    /// RSA (RS256 and PS256) and Ed25519 keys, signed here by hand.
+    @Test func rsaAndEd25519KeysSignProofsToo() async throws {
+        let (verifier, store) = try await verifier()
+        defer { store.close() }
+        func proof(_ header: [String: Any], sign: (Data) throws -> Data) throws -> String {
+            let claims: [String: Any] = ["jti": UUID().uuidString, "htm": "GET", "htu": Self.url, "iat": Int(Date().timeIntervalSince1970)]
+            let input = try [header, claims].map { try JSONSerialization.data(withJSONObject: $0).base64URLEncoded }.joined(separator: ".")
+            return input + "." + (try sign(Data(input.utf8))).base64URLEncoded
+        }
+        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let components = try rsa.publicKey.getKeyPrimitives()
+        let rsaJWK: [String: Any] = ["kty": "RSA", "n": components.modulus.base64URLEncoded, "e": components.publicExponent.base64URLEncoded]
+        for (algorithm, padding) in [("RS256", _RSA.Signing.Padding.insecurePKCS1v1_5), ("PS256", .PSS)] {
+            let signed = try proof(["typ": "dpop+jwt", "alg": algorithm, "jwk": rsaJWK]) { try rsa.signature(for: SHA256.hash(data: $0), padding: padding).rawRepresentation }
+            #expect(try verifier.check(signed, method: "GET", url: Self.url, accessToken: nil, now: Date()).thumbprint == ProofKey.thumbprint(of: rsaJWK))
+        }
+        let mislabelled = try proof(["typ": "dpop+jwt", "alg": "PS256", "jwk": rsaJWK]) { try rsa.signature(for: SHA256.hash(data: $0), padding: .insecurePKCS1v1_5).rawRepresentation }
+        #expect(throws: DPoPRefusal.self) { try verifier.check(mislabelled, method: "GET", url: Self.url, accessToken: nil, now: Date()) }
+
+        let ed = Curve25519.Signing.PrivateKey()
+        let edJWK: [String: Any] = ["kty": "OKP", "crv": "Ed25519", "x": ed.publicKey.rawRepresentation.base64URLEncoded]
+        let signed = try proof(["typ": "dpop+jwt", "alg": "EdDSA", "jwk": edJWK]) { try ed.signature(for: $0) }
+        #expect(try verifier.check(signed, method: "GET", url: Self.url, accessToken: nil, now: Date()).thumbprint == ProofKey.thumbprint(of: edJWK))
     }
 
     @Test func eachHeaderFieldIsChecked() async throws {
@@ -84,7 +123,11 @@ import Testing
         #expect(try await refusal(try app.proof(header: ["jwk": withPrivate]))?.contains("private key") == true)
         #expect(try await refusal(try app.proof(header: ["jwk": ["kty": "oct", "k": "c2VjcmV0"]]))?.contains("EC, RSA or OKP") == true)
         #expect(try await refusal(try app.proof(signer: P256.Signing.PrivateKey()))?.contains("signature does not verify") == true)
-        #expect(try await refusal(try app.proof(header: ["alg": "RS256"]))?.contains("could not be verified") == true, "an EC key cannot sign RS256")
+        #expect(try await refusal(try app.proof(header: ["alg": "RS256"]))?.contains("cannot sign RS256") == true, "an EC key")
+        #expect(try await refusal(try app.proof(header: ["alg": "ES384"]))?.contains("cannot sign ES384") == true, "a P-256 key")
+        var offCurve = app.jwk
+        offCurve["y"] = Data(repeating: 7, count: 32).base64URLEncoded
+        #expect(try await refusal(try app.proof(header: ["jwk": offCurve]))?.contains("not a valid EC P-256 public key") == true)
         #expect(try await refusal("not.a-jwt")?.contains("not a JWT") == true)
     }
 
@@ -98,7 +141,7 @@ import Testing
         #expect(try await refusal(try app.proof(url: "https://foyer.example:8443/api/v1/me"))?.contains("(htu)") == true, "another port")
         #expect(try await refusal(try app.proof(token: nil))?.contains("no ath") == true)
         #expect(try await refusal(try app.proof(token: "another token"))?.contains("another token") == true)
-        #expect(try await refusal(try app.proof(claims: ["iat": "yesterday"]))?.contains("could not be verified") == true)
+        #expect(try await refusal(try app.proof(claims: ["iat": "yesterday"]))?.contains("iat (a number)") == true)
         // The window, both sides of it, both ways.
         #expect(try await refusal(try app.proof(iat: Date().addingTimeInterval(-55))) == nil)
         #expect(try await refusal(try app.proof(iat: Date().addingTimeInterval(-65)))?.contains("ago") == true)
@@ -120,12 +163,15 @@ import Testing
         let app = AppKey()
         let (verifier, store) = try await verifier(kind)
         defer { store.close() }
-        let other = DPoPVerifier(spent: SpentCredentials(store: try await Store.reopen(store)))
         let proof = try app.proof()
         let headers: HTTPFields = [.dpop: proof]
-        #expect(try await verifier.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token) != nil)
+        // Past SQLite's batch interval, so its spend is written with this request rather than a second later.
+        let later = Date().addingTimeInterval(2)
+        #expect(try await verifier.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token, now: later) != nil)
+        // Another instance on PostgreSQL; on SQLite (one instance) the same one restarted, reading what was written.
+        let other = DPoPVerifier(spent: SpentCredentials(store: try await Store.reopen(store)))
         for instance in [verifier, other] {
-            await #expect(throws: DPoPRefusal.self) { try await instance.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token) }
+            await #expect(throws: DPoPRefusal.self) { try await instance.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token, now: later) }
         }
         #expect(try await verifier.proof(in: [:], method: .get, url: Self.url, accessToken: Self.token) == nil, "no proof: nothing to check")
         var two = HTTPFields()

@@ -2,13 +2,12 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Deletes what can no longer be used (expired and revoked sessions, sign-in failures past the throttling window,
-/// spent credentials that have expired): at start, then every hour.
+/// Deletes what can no longer be used (expired and revoked sessions, sign-in failures past the throttling window):
+/// at start, then every hour.
 struct SessionPruning: Service {
     static let interval: Duration = .seconds(3600)
     let sessions: SessionRepository
     let throttle: SignInThrottle
-    let spent: SpentCredentials
     let logger: Logger
 
     func run() async throws {
@@ -17,7 +16,6 @@ struct SessionPruning: Service {
                 do {
                     let pruned = try await sessions.prune()
                     try await throttle.prune()
-                    try await spent.prune()
                     if pruned > 0 { logger.info("pruned \(pruned) expired or revoked sessions") }
                 } catch {
                     logger.error("pruning sessions failed: \(error)")

@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import HTTPTypes
-import JWTKit
 
 /// A DPoP proof (RFC 9449) that checked out: signed by the key it carries, for this request, fresh, never seen before.
 struct DPoPProof: Sendable, Equatable {
@@ -46,6 +45,7 @@ struct DPoPVerifier: Sendable {
     static let maximumLength = 8 * 1024
 
     let spent: SpentCredentials
+    let keys = ProofKeys()
 
     /// The proof of `headers` for a request of `method` to `url` (scheme, host and path as the app addressed it),
     /// presenting `accessToken` (nil at sign-in, where there is none yet). nil when the request carries no proof.
@@ -53,7 +53,7 @@ struct DPoPVerifier: Sendable {
         let values = headers[values: .dpop]
         guard !values.isEmpty else { return nil }
         guard values.count == 1 else { throw DPoPRefusal.proof("The request carries \(values.count) DPoP headers; send exactly one proof") }
-        let proof = try await check(values[0], method: method.rawValue, url: url, accessToken: accessToken, now: now)
+        let proof = try check(values[0], method: method.rawValue, url: url, accessToken: accessToken, now: now)
         // Kept until it could no longer pass the iat check anyway.
         guard try await spent.spend(.dpopProof, scope: proof.thumbprint, identifier: proof.jti, expiresAt: now.addingTimeInterval(2 * Self.window), now: now) else {
             throw DPoPRefusal.proof("The proof's jti was used before: make a new proof for every request")
@@ -62,42 +62,24 @@ struct DPoPVerifier: Sendable {
     }
 
     /// Every check but the replay one: what the proof says and whether its own key signed it.
-    func check(_ proof: String, method: String, url: String, accessToken: String?, now: Date) async throws -> DPoPProof {
+    func check(_ proof: String, method: String, url: String, accessToken: String?, now: Date) throws -> DPoPProof {
         guard proof.utf8.count <= Self.maximumLength else { throw DPoPRefusal.proof("The DPoP proof is longer than \(Self.maximumLength) bytes") }
         let parts = proof.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Data(base64URLEncoded: parts[0]),
-            let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any]
-        else { throw DPoPRefusal.proof("The DPoP header is not a JWT") }
-        guard (header["typ"] as? String)?.lowercased() == "dpop+jwt" else {
-            throw DPoPRefusal.proof("The proof's typ is \(header["typ"] as? String ?? "missing"), not dpop+jwt")
-        }
-        let algorithm = header["alg"] as? String ?? "none"
-        guard Self.algorithms.contains(algorithm) else {
-            throw DPoPRefusal.proof("The proof is signed with \(algorithm); sign it with the app's private key (\(Self.algorithmList))")
-        }
-        guard let jwk = header["jwk"] as? [String: Any] else { throw DPoPRefusal.proof("The proof's header carries no public key (jwk)") }
-        guard jwk["d"] == nil else { throw DPoPRefusal.proof("The proof's jwk holds a private key: send only the public one") }
-        guard let thumbprint = Self.thumbprint(of: jwk) else {
-            throw DPoPRefusal.proof("The proof's jwk is not an EC, RSA or OKP public key with its required members")
-        }
-
-        let claims: Claims
-        do {
-            // The key named by nothing: the proof carries it, and it is the only one the collection holds.
-            var keyMembers = jwk
-            keyMembers["kid"] = "dpop"
-            let key = try JSONDecoder().decode(JWK.self, from: JSONSerialization.data(withJSONObject: keyMembers))
-            claims = try await JWTKeyCollection().add(jwk: key).verify(proof, as: Claims.self)
-        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+        guard parts.count == 3 else { throw DPoPRefusal.proof("The DPoP header is not a JWT") }
+        let key = try keys.key(forHeader: parts[0])
+        let signingInput = Data(proof.utf8[proof.utf8.startIndex..<parts[1].utf8.endIndex])
+        guard let signature = Data(base64URLEncoded: parts[2]), key.signs(signingInput, with: signature) else {
             throw DPoPRefusal.proof("The proof's signature does not verify with the key it carries")
-        } catch {
-            throw DPoPRefusal.proof("The proof could not be verified with the key it carries (\(algorithm)): \(error)")
+        }
+        guard let payload = Data(base64URLEncoded: parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: payload) else {
+            throw DPoPRefusal.proof("The proof's claims are not a JSON object of jti, htm, htu and iat (a number)")
         }
         guard let jti = claims.jti, !jti.isEmpty, jti.utf8.count <= 256 else { throw DPoPRefusal.proof("The proof has no jti (or one over 256 bytes)") }
         guard claims.htm == method else {
             throw DPoPRefusal.proof("The proof is for \(claims.htm ?? "no method") (htm), not for this \(method)")
         }
-        guard let htu = claims.htu, Self.sameTarget(htu, url) else {
+        // Apps name the URL as they addressed it, so it is usually the very string: no parsing then.
+        guard let htu = claims.htu, htu == url || Self.sameTarget(htu, url) else {
             throw DPoPRefusal.proof("The proof is for \(claims.htu ?? "no URL") (htu), not for \(url)")
         }
         guard let iat = claims.iat else { throw DPoPRefusal.proof("The proof has no iat") }
@@ -111,27 +93,7 @@ struct DPoPVerifier: Sendable {
                 throw DPoPRefusal.proof("The proof's ath is the hash of another token")
             }
         }
-        return DPoPProof(thumbprint: thumbprint, jti: jti)
-    }
-
-    /// RFC 7638: SHA-256 of the key's required members, in lexicographic order, as JSON without whitespace.
-    static func thumbprint(of jwk: [String: Any]) -> String? {
-        let required: [String]
-        switch jwk["kty"] as? String {
-        case "EC": required = ["crv", "kty", "x", "y"]
-        case "RSA": required = ["e", "kty", "n"]
-        case "OKP": required = ["crv", "kty", "x"]
-        default: return nil
-        }
-        var members: [String] = []
-        for name in required {
-            guard let value = jwk[name] as? String, !value.isEmpty, let encoded = try? JSONSerialization.data(withJSONObject: value, options: .fragmentsAllowed) else {
-                return nil
-            }
-            members.append("\"\(name)\":" + String(decoding: encoded, as: UTF8.self))
-        }
-        let canonical = "{" + members.joined(separator: ",") + "}"
-        return Data(SHA256.hash(data: Data(canonical.utf8))).base64URLEncoded
+        return DPoPProof(thumbprint: key.thumbprint, jti: jti)
     }
 
     /// §4.3: `htu` names this request's URL, compared without query and fragment, scheme and host in any case, a
@@ -164,14 +126,11 @@ struct DPoPVerifier: Sendable {
         }
     }
 
-    private struct Claims: JWTPayload {
+    private struct Claims: Decodable {
         let jti: String?
         let htm: String?
         let htu: String?
         let iat: Double?
         let ath: String?
-
-        /// The checks need the request: they are made in `check`.
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 }
