@@ -199,6 +199,29 @@ import Testing
         #expect(try await !spent.spend(.idToken, scope: "nanoidp", identifier: "jti-1", expiresAt: later.addingTimeInterval(60), now: later))
     }
 
+    /// SQLite's instance knows a proof's jti in memory at once and writes it within a second, or when it prunes (also
+    /// at shutdown): what a restart reads back.
+    @Test func onSQLiteAProofsJtiIsWrittenBehindAndARestartReadsItBack() async throws {
+        let store = try await Store.fresh(.sqlite)
+        defer { store.close() }
+        let spent = SpentCredentials(store: store)
+        let now = Date()
+        let spend = { (credentials: SpentCredentials, jti: String, at: Date) in
+            try await credentials.spend(.dpopProof, scope: "thumb", identifier: jti, expiresAt: at.addingTimeInterval(120), now: at)
+        }
+        #expect(try await spend(spent, "first", now))
+        #expect(try await !spend(spent, "first", now), "known in memory")
+        #expect(try await spend(SpentCredentials(store: store), "first", now), "not written yet: a crash now would forget it")
+        try await spent.prune(now: now)
+        #expect(try await !spend(SpentCredentials(store: store), "first", now), "written at the prune (and at shutdown)")
+        // A spend a second or more after the last write takes the unwritten ones with it.
+        #expect(try await spend(spent, "second", now))
+        #expect(try await spend(spent, "third", now.addingTimeInterval(1.5)))
+        let restarted = SpentCredentials(store: store)
+        #expect(try await !spend(restarted, "second", now.addingTimeInterval(2)))
+        #expect(try await !spend(restarted, "third", now.addingTimeInterval(2)))
+    }
+
     @Test(arguments: TestStoreKind.allCases) func aBoundSessionsTokensAreFoundEachAsWhatItIs(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }

@@ -46,7 +46,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 response.headers[.wwwAuthenticate] = invalidToken.map { "Bearer error=\"invalid_token\", error_description=\"\(Self.quotable($0))\"" } ?? "Bearer"
                 // A token sent as DPoP that names no live session: the challenge is in the scheme it came in.
                 if let authorization = request.headers[.authorization], AuthenticationMiddleware.credential(fromAuthorization: authorization)?.1 == .dpop {
-                    response.headers[.wwwAuthenticate] = DPoPRefusal.token(message).challenge
+                    response.headers[.wwwAuthenticate] = DPoPRefusal.token(invalidToken ?? "No live session has this token: sign in again").challenge
                 }
                 return response
             }

@@ -33,6 +33,7 @@ struct SpentCredentials: Sendable {
         return try await storage.spend(key: key, expiresAt: expiresAt, now: now, atOnce: kind.isWrittenAtOnce)
     }
 
+    /// Writes what is still to be written and deletes what has expired.
     @discardableResult
     func prune(now: Date = Date()) async throws -> Int {
         try await storage.deleteExpired(before: now)
@@ -40,7 +41,8 @@ struct SpentCredentials: Sendable {
 }
 
 /// Drops spent credentials once they have expired, every minute: a bound app spends one per request, and they live
-/// two minutes, so an hourly sweep would let the table grow to an hour of requests.
+/// two minutes, so an hourly sweep would let the table grow to an hour of requests. Once more at shutdown, so a
+/// restart (a deploy) reads back every proof taken.
 struct SpentCredentialPruning: Service {
     static let interval: Duration = .seconds(60)
     let spent: SpentCredentials
@@ -57,6 +59,11 @@ struct SpentCredentialPruning: Service {
                 try? await Task.sleep(for: Self.interval)
             }
         }
+        do {
+            try await spent.prune()
+        } catch {
+            logger.error("writing spent credentials at shutdown failed: \(error)")
+        }
     }
 }
 
@@ -64,6 +71,7 @@ protocol SpentCredentialStorage: Sendable {
     /// Records `key` until `expiresAt` unless it is recorded and not expired at `now`; true when it recorded it.
     /// `atOnce`: stored before this returns (else it may be stored a moment later; see SQLite's).
     func spend(key: String, expiresAt: Date, now: Date, atOnce: Bool) async throws -> Bool
+    /// Stores what is not stored yet, then deletes what expired by `before`; how many were deleted.
     func deleteExpired(before: Date) async throws -> Int
 }
 
@@ -79,6 +87,11 @@ final class SQLiteSpentCredentialStorage: SpentCredentialStorage {
         var live: [String: Date]
         var unwritten: [(key: String, expiresAt: Date)] = []
         var writtenAt = Date()
+
+        mutating func takeUnwritten(at now: Date) -> [(key: String, expiresAt: Date)] {
+            defer { (unwritten, writtenAt) = ([], now) }
+            return unwritten
+        }
     }
 
     private enum Outcome {
@@ -112,11 +125,7 @@ final class SQLiteSpentCredentialStorage: SpentCredentialStorage {
             guard memory.unwritten.count >= Self.batchSize || now.timeIntervalSince(memory.writtenAt) >= Self.batchInterval else {
                 return .spent(write: nil)
             }
-            let batch = memory.unwritten
-            memory.unwritten.removeAll(keepingCapacity: true)
-            memory.writtenAt = now
-            memory.live = memory.live.filter { $0.value > now }
-            return .spent(write: batch)
+            return .spent(write: memory.takeUnwritten(at: now))
         }
         switch outcome {
         case .spentBefore:
@@ -125,7 +134,6 @@ final class SQLiteSpentCredentialStorage: SpentCredentialStorage {
             if let batch {
                 try await database.write { db in
                     for (key, expiresAt) in batch { try Self.insert(db, key: key, expiresAt: expiresAt, now: now) }
-                    try db.execute(sql: "DELETE FROM spent_credentials WHERE expires_at <= ?", arguments: [now])
                 }
             }
             return true
@@ -141,8 +149,12 @@ final class SQLiteSpentCredentialStorage: SpentCredentialStorage {
     }
 
     func deleteExpired(before date: Date) async throws -> Int {
-        memory.withLockedValue { $0.live = $0.live.filter { $0.value > date } }
+        let batch = memory.withLockedValue { memory in
+            memory.live = memory.live.filter { $0.value > date }
+            return memory.takeUnwritten(at: Date())
+        }
         return try await database.write { db in
+            for (key, expiresAt) in batch { try Self.insert(db, key: key, expiresAt: expiresAt, now: date) }
             try db.execute(sql: "DELETE FROM spent_credentials WHERE expires_at <= ?", arguments: [date])
             return db.changesCount
         }
