@@ -165,13 +165,12 @@ import Testing
         defer { store.close() }
         let proof = try app.proof()
         let headers: HTTPFields = [.dpop: proof]
-        // Past SQLite's batch interval, so its spend is written with this request rather than a second later.
-        let later = Date().addingTimeInterval(2)
-        #expect(try await verifier.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token, now: later) != nil)
-        // Another instance on PostgreSQL; on SQLite (one instance) the same one restarted, reading what was written.
+        #expect(try await verifier.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token) != nil)
+        // Another instance on PostgreSQL; on SQLite (one instance) the same one after a graceful restart.
+        try await verifier.spent.stop()
         let other = DPoPVerifier(spent: SpentCredentials(store: try await Store.reopen(store)))
         for instance in [verifier, other] {
-            await #expect(throws: DPoPRefusal.self) { try await instance.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token, now: later) }
+            await #expect(throws: DPoPRefusal.self) { try await instance.proof(in: headers, method: .get, url: Self.url, accessToken: Self.token) }
         }
         #expect(try await verifier.proof(in: [:], method: .get, url: Self.url, accessToken: Self.token) == nil, "no proof: nothing to check")
         var two = HTTPFields()
@@ -199,27 +198,36 @@ import Testing
         #expect(try await !spent.spend(.idToken, scope: "nanoidp", identifier: "jti-1", expiresAt: later.addingTimeInterval(60), now: later))
     }
 
-    /// SQLite's instance knows a proof's jti in memory at once and writes it within a second, or when it prunes (also
-    /// at shutdown): what a restart reads back.
-    @Test func onSQLiteAProofsJtiIsWrittenBehindAndARestartReadsItBack() async throws {
+    /// SQLite's one instance knows the proofs it took in memory, stores them at a graceful shutdown and reads them back
+    /// at the next start; after a crash it refuses proofs made before it started, and stores those dated ahead at once.
+    @Test func onSQLiteProofsAreKnownInMemoryAndAcrossRestartsCleanOrNot() async throws {
         let store = try await Store.fresh(.sqlite)
         defer { store.close() }
-        let spent = SpentCredentials(store: store)
         let now = Date()
-        let spend = { (credentials: SpentCredentials, jti: String, at: Date) in
-            try await credentials.spend(.dpopProof, scope: "thumb", identifier: jti, expiresAt: at.addingTimeInterval(120), now: at)
+        let spend = { (credentials: SpentCredentials, jti: String, issued: Date) in
+            try await credentials.spend(.dpopProof, scope: "thumb", identifier: jti, issuedAt: issued, expiresAt: issued.addingTimeInterval(61), now: now)
         }
-        #expect(try await spend(spent, "first", now))
-        #expect(try await !spend(spent, "first", now), "known in memory")
-        #expect(try await spend(SpentCredentials(store: store), "first", now), "not written yet: a crash now would forget it")
-        try await spent.prune(now: now)
-        #expect(try await !spend(SpentCredentials(store: store), "first", now), "written at the prune (and at shutdown)")
-        // A spend a second or more after the last write takes the unwritten ones with it.
-        #expect(try await spend(spent, "second", now))
-        #expect(try await spend(spent, "third", now.addingTimeInterval(1.5)))
-        let restarted = SpentCredentials(store: store)
-        #expect(try await !spend(restarted, "second", now.addingTimeInterval(2)))
-        #expect(try await !spend(restarted, "third", now.addingTimeInterval(2)))
+        let first = SpentCredentials(store: store)
+        let before = now.addingTimeInterval(-10)
+        // A store never stopped cleanly (here: new) takes only proofs made since it started.
+        #expect(try await !spend(first, "made before the start", before))
+        #expect(try await spend(first, "taken", now))
+        #expect(try await !spend(first, "taken", now), "known in memory")
+        #expect(try await spend(first, "dated ahead", now.addingTimeInterval(30)))
+
+        // A crash: nothing was stored but the proof dated ahead, which the start rule would not have covered.
+        let afterCrash = SpentCredentials(store: store)
+        #expect(try await !spend(afterCrash, "dated ahead", now.addingTimeInterval(30)))
+        #expect(try await !spend(afterCrash, "taken", before), "made before the start: refused, whether it was taken or not")
+        #expect(try await spend(afterCrash, "fresh", now.addingTimeInterval(1)))
+
+        // A graceful shutdown stores what memory knows; the next start knows it and needs no start rule.
+        try await afterCrash.stop(now: now)
+        let afterDeploy = SpentCredentials(store: store)
+        #expect(try await !spend(afterDeploy, "fresh", now.addingTimeInterval(1)))
+        #expect(try await spend(afterDeploy, "made before this start, never taken", before))
+        // The mark vouches for one start only: a crash after it is a crash again.
+        #expect(try await !spend(SpentCredentials(store: store), "another made before", before))
     }
 
     @Test(arguments: TestStoreKind.allCases) func aBoundSessionsTokensAreFoundEachAsWhatItIs(kind: TestStoreKind) async throws {

@@ -7,6 +7,7 @@ struct DPoPProof: Sendable, Equatable {
     /// RFC 7638 thumbprint of the proof's public key: what a bound session remembers.
     let thumbprint: String
     let jti: String
+    let issuedAt: Date
 }
 
 /// Why a proof or a bound token was refused, said to the app in `WWW-Authenticate: DPoP error=…` and the body.
@@ -55,8 +56,9 @@ struct DPoPVerifier: Sendable {
         guard values.count == 1 else { throw DPoPRefusal.proof("The request carries \(values.count) DPoP headers; send exactly one proof") }
         let proof = try check(values[0], method: method.rawValue, url: url, accessToken: accessToken, now: now)
         // Kept until it could no longer pass the iat check anyway.
-        guard try await spent.spend(.dpopProof, scope: proof.thumbprint, identifier: proof.jti, expiresAt: now.addingTimeInterval(2 * Self.window), now: now) else {
-            throw DPoPRefusal.proof("The proof's jti was used before: make a new proof for every request")
+        let expiresAt = proof.issuedAt.addingTimeInterval(Self.window + 1)
+        guard try await spent.spend(.dpopProof, scope: proof.thumbprint, identifier: proof.jti, issuedAt: proof.issuedAt, expiresAt: expiresAt, now: now) else {
+            throw DPoPRefusal.proof("The proof's jti was used before (or the proof was made before this server restarted): make a new proof for every request")
         }
         return proof
     }
@@ -93,7 +95,7 @@ struct DPoPVerifier: Sendable {
                 throw DPoPRefusal.proof("The proof's ath is the hash of another token")
             }
         }
-        return DPoPProof(thumbprint: key.thumbprint, jti: jti)
+        return DPoPProof(thumbprint: key.thumbprint, jti: jti, issuedAt: Date(timeIntervalSince1970: iat))
     }
 
     /// §4.3: `htu` names this request's URL, compared without query and fragment, scheme and host in any case, a
