@@ -166,12 +166,32 @@ struct PostgresSpentCredentialStorage: SpentCredentialStorage {
 
     /// Always at once: another instance may be asked about the same key the next moment.
     func spend(key: String, issuedAt: Date, expiresAt: Date, now: Date, atOnce: Bool) async throws -> Bool {
-        // Two instances spending one key at once: the unique key lets one insert, the other waits and finds it live.
-        try await !store.query("""
-            INSERT INTO spent_credentials (key, expires_at) VALUES (\(key), \(expiresAt))
-            ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE spent_credentials.expires_at <= \(now)
+        try await !store.execute(Spend(key: key, expiresAt: expiresAt, now: now)).isEmpty
+    }
+
+    /// A bound session spends one per request: prepared once per connection.
+    /// Two instances spending one key at once: the unique key lets one insert, the other waits and finds it live.
+    private struct Spend: PostgresPreparedStatement {
+        static let sql = """
+            INSERT INTO spent_credentials (key, expires_at) VALUES ($1, $2)
+            ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE spent_credentials.expires_at <= $3
             RETURNING key
-            """).isEmpty
+            """
+        let key: String
+        let expiresAt: Date
+        let now: Date
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings()
+            bindings.append(key)
+            bindings.append(expiresAt)
+            bindings.append(now)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> String {
+            try row.decode(String.self)
+        }
     }
 
     func deleteExpired(before date: Date) async throws -> Int {
