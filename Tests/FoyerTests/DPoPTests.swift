@@ -193,6 +193,15 @@ import Testing
         let later = now.addingTimeInterval(61)
         #expect(try await spent.spend(.idToken, scope: "nanoidp", identifier: "jti-1", expiresAt: later.addingTimeInterval(60), now: later))
         #expect(try await !spent.spend(.idToken, scope: "nanoidp", identifier: "jti-1", expiresAt: later.addingTimeInterval(60), now: later))
+        // Spends at once, many of them for the same keys: each key is spent exactly once.
+        let keys = (0..<20).map { "concurrent-\($0)" }
+        let firsts = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+            for key in keys + keys + keys {
+                group.addTask { (key, try await (key.hasSuffix("0") ? other : spent).spend(.dpopProof, scope: "k", identifier: key, expiresAt: now.addingTimeInterval(3600), now: now)) }
+            }
+            return try await group.reduce(into: [String: Int]()) { counts, spend in if spend.1 { counts[spend.0, default: 0] += 1 } }
+        }
+        #expect(firsts == Dictionary(uniqueKeysWithValues: keys.map { ($0, 1) }))
         // Pruning takes what expired (the other two), not what is live.
         #expect(try await spent.prune(now: later) == 2)
         #expect(try await !spent.spend(.idToken, scope: "nanoidp", identifier: "jti-1", expiresAt: later.addingTimeInterval(60), now: later))
