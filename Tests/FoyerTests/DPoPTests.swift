@@ -212,28 +212,29 @@ import Testing
     @Test func onSQLiteProofsAreKnownInMemoryAndAcrossRestartsCleanOrNot() async throws {
         let store = try await Store.fresh(.sqlite)
         defer { store.close() }
-        let now = Date()
+        // Each spend at the moment it is made: which instance started when is what this is about.
         let spend = { (credentials: SpentCredentials, jti: String, issued: Date) in
-            try await credentials.spend(.dpopProof, scope: "thumb", identifier: jti, issuedAt: issued, expiresAt: issued.addingTimeInterval(61), now: now)
+            try await credentials.spend(.dpopProof, scope: "thumb", identifier: jti, issuedAt: issued, expiresAt: issued.addingTimeInterval(61), now: Date())
         }
+        let before = Date().addingTimeInterval(-10)
         let first = SpentCredentials(store: store)
-        let before = now.addingTimeInterval(-10)
         // A store never stopped cleanly (here: new) takes only proofs made since it started.
         #expect(try await !spend(first, "made before the start", before))
-        #expect(try await spend(first, "taken", now))
-        #expect(try await !spend(first, "taken", now), "known in memory")
-        #expect(try await spend(first, "dated ahead", now.addingTimeInterval(30)))
+        #expect(try await spend(first, "taken", Date()))
+        #expect(try await !spend(first, "taken", Date()), "known in memory")
+        #expect(try await spend(first, "dated ahead", Date().addingTimeInterval(30)))
 
         // A crash: nothing was stored but the proof dated ahead, which the start rule would not have covered.
         let afterCrash = SpentCredentials(store: store)
-        #expect(try await !spend(afterCrash, "dated ahead", now.addingTimeInterval(30)))
+        let fresh = Date()
+        #expect(try await !spend(afterCrash, "dated ahead", Date().addingTimeInterval(30)))
         #expect(try await !spend(afterCrash, "taken", before), "made before the start: refused, whether it was taken or not")
-        #expect(try await spend(afterCrash, "fresh", now.addingTimeInterval(1)))
+        #expect(try await spend(afterCrash, "fresh", fresh))
 
         // A graceful shutdown stores what memory knows; the next start knows it and needs no start rule.
-        try await afterCrash.stop(now: now)
+        try await afterCrash.stop()
         let afterDeploy = SpentCredentials(store: store)
-        #expect(try await !spend(afterDeploy, "fresh", now.addingTimeInterval(1)))
+        #expect(try await !spend(afterDeploy, "fresh", fresh))
         #expect(try await spend(afterDeploy, "made before this start, never taken", before))
         // The mark vouches for one start only: a crash after it is a crash again.
         #expect(try await !spend(SpentCredentials(store: store), "another made before", before))
