@@ -132,6 +132,9 @@ import Testing
                 (#"{"token": "\#(String(repeating: "a", count: 4097))", "platform": "ios"}"#, "token"),
                 (#"{"deviceToken": "a b", "deviceType": "ios"}"#, "deviceToken"),
                 (#"{"deviceToken": "\#(Self.iosToken)", "deviceType": "ios", "osVersion": "\#(String(repeating: "9", count: 101))"}"#, "osVersion"),
+                // 60 letters each with a combining mark: 60 characters to Swift, 120 to JSON Schema's maxLength (code points).
+                (#"{"deviceToken": "\#(Self.iosToken)", "deviceType": "ios", "osVersion": "\#(String(repeating: "o\u{0301}", count: 60))"}"#, "osVersion"),
+                (#"{"deviceToken": "\#(Self.iosToken)", "deviceType": "ios", "categories": ["\#(String(repeating: "e\u{0301}", count: 51))"]}"#, "categories"),
                 (#"{"deviceToken": "\#(Self.iosToken)", "deviceType": "ios", "categories": [1]}"#, "categories"),
             ]
             for (body, field) in bodies {

@@ -154,7 +154,9 @@ struct DevicesAPIController {
                 errors[name, default: []].append("must be a string")
                 return nil
             }
-            if value.count > maximum { errors[name, default: []].append("is longer than \(maximum) characters") }
+            // Counted as JSON Schema's maxLength counts (code points), not as Swift's characters: "ó" written as "o" and
+            // a combining accent is one Character but two code points.
+            if value.unicodeScalars.count > maximum { errors[name, default: []].append("is longer than \(maximum) characters") }
             return (name, value)
         }
         func token(_ names: [String], required: Bool) -> String? {
@@ -190,7 +192,7 @@ struct DevicesAPIController {
         let osVersion = text(["osVersion", "os_version"])?.value
         var categories: [String] = []
         if let value = fields["categories"], !(value is NSNull) {
-            if let list = value as? [String], list.count <= maximumCategories, list.allSatisfy({ !$0.isEmpty && $0.count <= maximumTextLength }) {
+            if let list = value as? [String], list.count <= maximumCategories, list.allSatisfy({ !$0.isEmpty && $0.unicodeScalars.count <= maximumTextLength }) {
                 categories = list
             } else {
                 errors["categories", default: []].append("must be a list of at most \(maximumCategories) names of 1 to \(maximumTextLength) characters")
