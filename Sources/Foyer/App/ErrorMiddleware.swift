@@ -43,7 +43,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 let message = invalidToken ?? "Sign in first: send Authorization: Bearer <token> or the session cookie"
                 var response = Response.json(["error": message], status: .unauthorized)
                 // RFC 6750 §3: say the token itself was the problem, so a client refreshes it instead of asking again.
-                response.headers[.wwwAuthenticate] = invalidToken.map { "Bearer error=\"invalid_token\", error_description=\"\(Self.quotable($0))\"" } ?? "Bearer"
+                response.headers[.wwwAuthenticate] = invalidToken.map(Self.invalidBearerToken) ?? "Bearer"
                 // A token sent as DPoP that names no live session: the challenge is in the scheme it came in.
                 if let authorization = request.headers[.authorization], AuthenticationMiddleware.credential(fromAuthorization: authorization)?.1 == .dpop {
                     response.headers[.wwwAuthenticate] = DPoPRefusal.token(invalidToken ?? "No live session has this token: sign in again").challenge
@@ -82,6 +82,11 @@ struct ErrorMiddleware: RouterMiddleware {
     }
 
     /// A header's quoted-string cannot hold quotes or backslashes.
+    /// RFC 6750 §3: the token itself was the problem, and why.
+    static func invalidBearerToken(_ reason: String) -> String {
+        "Bearer error=\"invalid_token\", error_description=\"\(quotable(reason))\""
+    }
+
     static func quotable(_ text: String) -> String {
         String(text.unicodeScalars.filter { $0 != "\"" && $0 != "\\" && $0.value >= 0x20 && $0.value < 0x7f }.map(Character.init))
     }

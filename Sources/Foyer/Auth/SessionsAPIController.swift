@@ -114,7 +114,7 @@ struct SessionsAPIController {
     /// A credential that does not check out: `401` `invalid_token` (RFC 6750), saying why.
     static func refusal(_ reason: String) -> Response {
         var response = Response.json(["error": "invalid_token", "error_description": reason], status: .unauthorized)
-        response.headers[.wwwAuthenticate] = "Bearer error=\"invalid_token\", error_description=\"\(ErrorMiddleware.quotable(reason))\""
+        response.headers[.wwwAuthenticate] = ErrorMiddleware.invalidBearerToken(reason)
         response.headers[.cacheControl] = "no-store"
         return response
     }

@@ -95,9 +95,7 @@ struct SignIn: Sendable {
 
     /// The DPoP proof of a sign-in request (no token yet, so no `ath`), spent; nil when it carries none.
     func signInProof(of request: Request) async throws -> DPoPProof? {
-        try await binding.verifier.proof(
-            in: request.headers, method: request.method, url: DeviceKeyBinding.url(of: request, trustProxy: trustProxy), accessToken: nil
-        )
+        try await binding.proof(of: request, accessToken: nil)
     }
 
     /// A new session for someone verified: bound to the key of `proof` when the sign-in carried one. `cookieToken` is

@@ -25,7 +25,7 @@ struct DeviceKeyBinding: Sendable {
         case .bearer:
             throw DPoPRefusal.token("This session is bound to the app's key: send its token as Authorization: DPoP with a DPoP proof")
         case .dpop:
-            guard let proof = try await verifier.proof(in: request.headers, method: request.method, url: Self.url(of: request, trustProxy: trustProxy), accessToken: token) else {
+            guard let proof = try await proof(of: request, accessToken: token) else {
                 throw DPoPRefusal.proof("This session is bound to the app's key: every request needs a DPoP proof")
             }
             guard proof.thumbprint == thumbprint else {
@@ -35,8 +35,10 @@ struct DeviceKeyBinding: Sendable {
         }
     }
 
-    /// What `htu` must name: the request's URL as the app addressed it (through the load balancer when trusted).
-    static func url(of request: Request, trustProxy: Bool) -> String {
-        request.publicOrigin(trustProxy: trustProxy) + request.uri.path
+    /// The request's DPoP proof, checked and spent; nil when it carries none. `accessToken`: nil at sign-in.
+    func proof(of request: Request, accessToken: String?) async throws -> DPoPProof? {
+        // What `htu` must name: the request's URL as the app addressed it (through the load balancer when trusted).
+        let url = request.publicOrigin(trustProxy: trustProxy) + request.uri.path
+        return try await verifier.proof(in: request.headers, method: request.method, url: url, accessToken: accessToken)
     }
 }
