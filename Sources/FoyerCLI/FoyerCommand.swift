@@ -104,6 +104,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Operations one batched /graphql request may hold (env FOYER_GRAPHQL_BATCH_LIMIT; default 10)")
     var graphqlBatchLimit: Int?
 
+    @Option(help: "GraphQL operations each signed-in user may send, over HTTP and websockets: 300/min, 20/s, 5000/h, or off (env FOYER_GRAPHQL_RATE_LIMIT; default \(GraphQLRateLimit.standard))")
+    var graphqlRateLimit: String?
+
+    @Option(help: "Keep query answers without errors at most this long (until a task change drops them): 30s, 5m, or off (env FOYER_GRAPHQL_CACHE; default 30s)")
+    var graphqlCache: String?
+
+    @Option(help: "Whom a kept answer serves: user (the one it was fetched for) or shared (every caller, for upstreams that answer everyone alike) (env FOYER_GRAPHQL_CACHE_SCOPE; default user)")
+    var graphqlCacheScope: String?
+
     @Option(help: "An AeroGear mobile-services.json naming the upstreams (env FOYER_MOBILE_SERVICES)")
     var mobileServices: String?
 
@@ -238,6 +247,22 @@ struct Serve: AsyncParsableCommand {
             guard limit > 0 else { throw ValidationError("--graphql-batch-limit: give a positive number of operations") }
             config.graphQLBatchLimit = limit
         }
+        if let text = graphqlRateLimit ?? environment["FOYER_GRAPHQL_RATE_LIMIT"] {
+            switch GraphQLRateLimit.parse(text) {
+            case .success(let limit): config.graphQLRateLimit = limit
+            case .failure(let invalid): throw ValidationError("--graphql-rate-limit: \(invalid)")
+            }
+        }
+        if let text = graphqlCache ?? environment["FOYER_GRAPHQL_CACHE"] {
+            config.graphQLCache.lifetime = text.trimmingCharacters(in: .whitespaces).lowercased() == "off"
+                ? nil : try Self.duration(text, option: "--graphql-cache", orOff: true)
+        }
+        if let text = graphqlCacheScope ?? environment["FOYER_GRAPHQL_CACHE_SCOPE"] {
+            guard let scope = GraphQLCacheSettings.Scope(rawValue: text.trimmingCharacters(in: .whitespaces).lowercased()) else {
+                throw ValidationError("--graphql-cache-scope: \"\(text)\" is not a scope; write user or shared")
+            }
+            config.graphQLCache.scope = scope
+        }
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]
         config.keycloakRealm = keycloakRealm ?? environment["FOYER_KEYCLOAK_REALM"]
@@ -296,13 +321,13 @@ struct Serve: AsyncParsableCommand {
 
 extension Serve {
     /// `30d`, `12h`, `45m`, `90s` or a number of seconds.
-    static func duration(_ text: String, option: String) throws -> TimeInterval {
+    static func duration(_ text: String, option: String, orOff: Bool = false) throws -> TimeInterval {
         let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let unit = trimmed.last.flatMap { units[$0] }
         let number = unit == nil ? trimmed : String(trimmed.dropLast())
         guard let value = Double(number), value > 0, value.isFinite else {
-            throw ValidationError("\(option): \"\(text)\" is not a duration; write e.g. 30d, 12h, 45m, 90s or a number of seconds")
+            throw ValidationError("\(option): \"\(text)\" is not a duration; write e.g. 30d, 12h, 45m, 90s or a number of seconds\(orOff ? ", or off" : "")")
         }
         return value * (unit ?? 1)
     }

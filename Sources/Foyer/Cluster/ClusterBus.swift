@@ -38,6 +38,7 @@ final class ClusterBus: Service, Sendable {
     private let breakHandlers = NIOLockedValueBox<[@Sendable () -> Void]>([])
     /// True while this instance hears the others.
     private let listening = NIOLockedValueBox(false)
+    var isListening: Bool { listening.withLockedValue { $0 } }
 
     init(store: PostgresStore, logger: Logger) {
         self.store = store

@@ -49,6 +49,10 @@ public struct FoyerConfig: Sendable {
     public var graphQLIntrospection = true
     /// Operations one batched `/graphql` request may hold (`--graphql-batch-limit`).
     public var graphQLBatchLimit = 10
+    /// Operations each caller may send to `/graphql` (`--graphql-rate-limit`); nil: no limit.
+    public var graphQLRateLimit: GraphQLRateLimit? = .standard
+    /// How long query answers are kept, and for whom (`--graphql-cache`, `--graphql-cache-scope`).
+    public var graphQLCache = GraphQLCacheSettings.standard
 
     /// Keycloak: base URL (with or without `/auth`), realm and client. Unset: local accounts only, unless the
     /// mobile-services.json names a keycloak service.

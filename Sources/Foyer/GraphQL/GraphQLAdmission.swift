@@ -24,6 +24,7 @@ struct GraphQLAdmission: Sendable {
     struct Admitted: Sendable {
         let query: String
         let type: OperationType?
+        let kind: GraphQLOperationKind
     }
 
     /// Clears the operation, or throws the GraphQLRefusal the client gets.
@@ -44,7 +45,7 @@ struct GraphQLAdmission: Sendable {
             refusal.headers[.allow] = "POST"
             throw refusal
         }
-        return Admitted(query: query, type: type)
+        return Admitted(query: query, type: type, kind: analysis.kind(named: operationName))
     }
 
     /// The document an operation runs: the one it carries, or the one its hash (or manifest id) names.

@@ -14,6 +14,8 @@ struct GraphQLController {
     let admission: GraphQLAdmission
     /// Operations one batch may hold.
     let batchLimit: Int
+    /// Each caller's quota of operations; nil: none.
+    let rateLimit: CallerRateLimit?
 
     func addRoutes(to router: FoyerRouter) {
         router.group(context: SignedInContext.self).post("/graphql", use: post)
@@ -36,6 +38,11 @@ struct GraphQLController {
         if body.readableBytesView.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "[") {
             return try await batch(body, identity: identity)
         }
+        return try await withinQuota(of: identity) { try await operation(body, identity: identity) }
+    }
+
+    /// One operation POSTed.
+    private func operation(_ body: ByteBuffer, identity: Identity) async throws -> Response {
         // Only what admission needs is read; a plain request goes on as the client wrote it.
         let envelope: Envelope
         do {
@@ -49,7 +56,7 @@ struct GraphQLController {
             )
             let credentials = try await credentials(identity)
             guard envelope.persistedQuery != nil else {
-                return try await answer { try await executor.execute(encoded: body, isQuery: admitted.type == .query, credentials: credentials) }
+                return try await answer { try await executor.execute(encoded: body, kind: admitted.kind, credentials: credentials) }
             }
             // The upstream gets the document itself, whether or not it speaks APQ.
             let operation = try Self.decoder.decode(Operation.self, from: body)
@@ -71,6 +78,11 @@ struct GraphQLController {
         if identity.credential == .cookie, let origin = request.crossSiteOrigin {
             return GraphQLRefusal(.forbidden, "A GraphQL request with this site's cookie came from another site (\(origin))", code: "CROSS_SITE_REQUEST").response
         }
+        return try await withinQuota(of: identity) { try await query(request, identity: identity) }
+    }
+
+    /// A query sent by GET, in the query string.
+    private func query(_ request: Request, identity: Identity) async throws -> Response {
         // Form-encoded, as clients build query strings: `+` is a space (Python's requests sends JSON that way).
         let parameters = FormFields.parse(request.uri.query ?? "")
         let query = parameters["query"].flatMap { $0.isEmpty ? nil : $0 }
@@ -122,6 +134,11 @@ struct GraphQLController {
                 .badRequest, "A batch may hold at most \(batchLimit) operations; this one holds \(operations.count)", code: "BATCH_TOO_LARGE"
             ).response
         }
+        // Every operation of a batch counts, or a batch would be a way round the limit.
+        return try await withinQuota(of: identity, operations: operations.count) { try await run(operations, identity: identity) }
+    }
+
+    private func run(_ operations: [Operation], identity: Identity) async throws -> Response {
         var results = [ByteBuffer?](repeating: nil, count: operations.count)
         var admitted: [(index: Int, request: GraphQLRequest, type: OperationType?)] = []
         for (index, operation) in operations.enumerated() {
@@ -164,6 +181,21 @@ struct GraphQLController {
         }
         joined.writeInteger(UInt8(ascii: "]"))
         return Response.json(encoded: joined)
+    }
+
+    /// The answer `respond` gives when the caller has `operations` left in their quota (with the headers that say
+    /// what is left), or the refusal.
+    private func withinQuota(of identity: Identity, operations: Int = 1, _ respond: () async throws -> Response) async throws -> Response {
+        guard let rateLimit else { return try await respond() }
+        let quota: CallerRateLimit.Quota
+        do {
+            quota = try rateLimit.take(operations, caller: identity.userId)
+        } catch {
+            return error.response
+        }
+        var response = try await respond()
+        rateLimit.label(&response, with: quota)
+        return response
     }
 
     private func answer(_ execute: () async throws -> GraphQLReply) async throws -> Response {

@@ -8,8 +8,8 @@ import NIOCore
 protocol GraphQLExecutor: Sendable {
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply
     /// The same for a request as a client encoded it (a GraphQL-over-HTTP POST body, already checked to be one),
-    /// so the proxy can pass it on as it is. `isQuery`: it changes nothing, so it may be sent twice.
-    func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply
+    /// so the proxy can pass it on as it is. `kind`: what admission found it to be.
+    func execute(encoded request: ByteBuffer, kind: GraphQLOperationKind, credentials: UpstreamCredentials) async throws -> GraphQLReply
     /// Starts a subscription. The stream ends when the server completes it; ending the iteration stops it.
     /// It fails with GraphQLUpstreamError when the server cannot be reached or no longer accepts the credentials.
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error>
@@ -23,7 +23,7 @@ extension GraphQLExecutor {
     func sharedSubscription(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> SharedSubscriptions.Start? { nil }
 
     /// Executors that run the request themselves read it first.
-    func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+    func execute(encoded request: ByteBuffer, kind: GraphQLOperationKind, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         try await execute(JSONDecoder().decode(GraphQLRequest.self, from: request), credentials: credentials)
     }
 }

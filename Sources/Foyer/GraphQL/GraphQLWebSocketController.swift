@@ -53,6 +53,8 @@ struct GraphQLWebSocketController {
     let holds: SessionHolds
     /// The same rules as over HTTP: persisted queries, trusted documents, introspection, limits.
     let admission: GraphQLAdmission
+    /// The same quota as over HTTP: each operation started counts.
+    let rateLimit: CallerRateLimit?
 
     /// Where websockets are served: the only path whose `Upgrade` the edge lets through.
     static let path = "/graphql"
@@ -312,12 +314,15 @@ private struct GraphQLSocketConnection: Sendable {
 
     private func start(_ operation: GraphQLController.Operation, id: String, identity: Identity, send: GraphQLSocketOutbox) {
         let (admission, executor, credentialSource, dialect, shared) = (controller.admission, controller.executor, controller.credentials, dialect, shared)
+        let rateLimit = controller.rateLimit
         let (active, channel) = (controller.metrics.activeSubscriptions, channel)
         let run = UUID()
         shared.operations.withLockedValue { operations in
             let task = Task {
                 defer { shared.operations.withLockedValue { if $0[id]?.run == run { $0[id] = nil } } }
                 do {
+                    // Over the quota, this operation ends with an error; the socket and its other operations go on.
+                    try rateLimit?.take(caller: identity.userId)
                     let admitted = try await admission.admit(
                         query: operation.query, operationName: operation.operationName, persistedQuery: operation.persistedQuery, allowMutations: true
                     )

@@ -41,14 +41,14 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
-        let isQuery = analyses.analysis(of: request.query).operationType(named: request.operationName) == .query
-        return try await execute(encoded: ByteBuffer(bytes: try JSONEncoder().encode(request)), isQuery: isQuery, credentials: credentials)
+        let kind = analyses.analysis(of: request.query).kind(named: request.operationName)
+        return try await execute(encoded: ByteBuffer(bytes: try JSONEncoder().encode(request)), kind: kind, credentials: credentials)
     }
 
-    func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+    func execute(encoded request: ByteBuffer, kind: GraphQLOperationKind, credentials: UpstreamCredentials) async throws -> GraphQLReply {
         let start = ContinuousClock.now
         do {
-            let reply = try await forward(request, isQuery: isQuery, credentials: credentials)
+            let reply = try await forward(request, isQuery: kind.isQuery, credentials: credentials)
             metrics.graphQLUpstreamDuration.record(ContinuousClock.now - start)
             return reply
         } catch let error as GraphQLUpstreamError {

@@ -29,6 +29,10 @@ public final class FoyerMetrics: Sendable {
         case hit, miss, registered
     }
 
+    enum GraphQLCacheOutcome: String, CaseIterable {
+        case hit, miss, invalidated
+    }
+
     private struct RouteKey: Hashable {
         let route: String
         let method: String
@@ -58,6 +62,9 @@ public final class FoyerMetrics: Sendable {
     private let edgeRefusals: [String: Counter]
     private let graphQLRefusals: [GraphQLRefusalReason: Counter]
     private let persistedQueries: [PersistedQueryOutcome: Counter]
+    private let graphQLCacheOutcomes: [GraphQLCacheOutcome: Counter]
+    let graphQLDeduplicated: Counter
+    let graphQLRateLimited: Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -114,9 +121,24 @@ public final class FoyerMetrics: Sendable {
         persistedQueries = Dictionary(uniqueKeysWithValues: PersistedQueryOutcome.allCases.map {
             ($0, registry.makeCounter(descriptor: persistedQuery, labels: [("outcome", $0.rawValue)]))
         })
+        let cache = name(
+            "graphql_cache", "total",
+            "Query answers: hit (served from the cache), miss (asked upstream or joined a call in flight), invalidated (dropped because tasks or a mutation may have changed them)"
+        )
+        graphQLCacheOutcomes = Dictionary(uniqueKeysWithValues: GraphQLCacheOutcome.allCases.map {
+            ($0, registry.makeCounter(descriptor: cache, labels: [("result", $0.rawValue)]))
+        })
+        graphQLDeduplicated = registry.makeCounter(descriptor: name(
+            "graphql_deduplicated", "total", "Queries answered by an identical call already in flight instead of one of their own"
+        ))
+        graphQLRateLimited = registry.makeCounter(descriptor: name(
+            "graphql_rate_limited", "total", "GraphQL requests and websocket operations refused (429, RATE_LIMITED) because their caller was over --graphql-rate-limit"
+        ))
     }
 
     func graphQLRefusal(_ reason: GraphQLRefusalReason) { graphQLRefusals[reason]?.increment() }
+
+    func graphQLCache(_ outcome: GraphQLCacheOutcome, by count: Int = 1) { graphQLCacheOutcomes[outcome]?.increment(by: Int64(count)) }
 
     func persistedQuery(_ outcome: PersistedQueryOutcome) { persistedQueries[outcome]?.increment() }
 

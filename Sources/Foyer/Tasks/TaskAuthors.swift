@@ -81,12 +81,12 @@ struct TaskAuthorship: GraphQLExecutor {
     }
 
     func execute(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> GraphQLReply {
-        let isQuery = analyses.analysis(of: request.query).operationType(named: request.operationName) == .query
+        let isQuery = analyses.analysis(of: request.query).kind(named: request.operationName).isQuery
         return try await observe(isQuery: isQuery, credentials) { try await wrapped.execute(request, credentials: credentials) }
     }
 
-    func execute(encoded request: ByteBuffer, isQuery: Bool, credentials: UpstreamCredentials) async throws -> GraphQLReply {
-        try await observe(isQuery: isQuery, credentials) { try await wrapped.execute(encoded: request, isQuery: isQuery, credentials: credentials) }
+    func execute(encoded request: ByteBuffer, kind: GraphQLOperationKind, credentials: UpstreamCredentials) async throws -> GraphQLReply {
+        try await observe(isQuery: kind.isQuery, credentials) { try await wrapped.execute(encoded: request, kind: kind, credentials: credentials) }
     }
 
     func subscribe(_ request: GraphQLRequest, credentials: UpstreamCredentials) async throws -> AsyncThrowingStream<SubscriptionEvent, any Error> {

@@ -21,6 +21,7 @@ struct TasksFeature {
     let copies: any TaskCopyStorage
     let admission: GraphQLAdmission
     let batchLimit: Int
+    let rateLimit: CallerRateLimit?
 
     init(_ app: Foundations, push: PushFeature, providers: ProvidersFeature) throws {
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
@@ -30,23 +31,31 @@ struct TasksFeature {
 
         let upstream = GraphQLUpstream(config: config, mobileServices: app.mobileServices)
         var executor: any GraphQLExecutor
+        let answers: QueryAnswers
         if let upstream {
             let connections = try UpstreamConnections(url: upstream.url)
             app.closeOnShutdown { connections.close() }
             executor = RemoteGraphQLExecutor(webSocketURL: upstream.webSocketURL, connections: connections, metrics: app.metrics)
             // The feed signs in as Foyer itself: the configured token, or Keycloak's client credentials.
             let (configuredToken, keycloakClient) = (config.graphQLUpstreamToken, config.keycloakClientSecret == nil ? nil : providers.keycloak?.client)
-            app.run(UpstreamTaskFeed(
+            var feed = UpstreamTaskFeed(
                 webSocketURL: upstream.webSocketURL,
                 token: {
                     if let configuredToken { return configuredToken }
                     return try await keycloakClient?.clientCredentialsGrant().accessToken
                 },
                 changes: changes, logger: app.logger
-            ))
+            )
+            // Answers that read tasks are trusted while the upstream's own feed is followed, and only then.
+            answers = QueryAnswers(settings: config.graphQLCache, metrics: app.metrics) { [feed] in feed.isFollowing }
+            feed.onFollowing = { answers.tasksMayHaveChanged() }
+            app.run(feed)
         } else {
             executor = try EmbeddedGraphQLExecutor(store: EmbeddedTaskRepository(store: app.store), changes: changes)
+            // The embedded service's own changes are heard at once; other instances' while the cluster is heard.
+            answers = QueryAnswers(settings: config.graphQLCache, metrics: app.metrics) { [cluster] in cluster?.isListening ?? true }
         }
+        changes.listen { _ in answers.tasksMayHaveChanged() }
 
         // Foyer's own mutations name their authors, so devices are not told of their own changes.
         authors = push.notifiesOfTasks ? TaskAuthors { cluster?.send($0, on: Self.authored) } : nil
@@ -67,7 +76,9 @@ struct TasksFeature {
             cluster.onGap { changes.missed() }
         }
 
-        self.executor = executor
+        // Outermost, so that the pages' reads and every mutation pass through it too.
+        self.executor = SharedAnswers(wrapping: executor, answers: answers)
+        rateLimit = config.graphQLRateLimit.map { CallerRateLimit($0, metrics: app.metrics) }
         credentials = UpstreamCredentials.source(providers: providers.providers, configuredToken: config.graphQLUpstreamToken)
         roles = providers.roles
         metrics = app.metrics
@@ -82,7 +93,7 @@ struct TasksFeature {
     }
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        GraphQLController(executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit).addRoutes(to: router)
+        GraphQLController(executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit, rateLimit: rateLimit).addRoutes(to: router)
         TasksController(
             tasks: TaskRepository(client: TaskClient(executor: executor), copies: copies, metrics: metrics), views: views,
             credentials: credentials, roles: roles, streams: streams, fragments: fragments
@@ -91,7 +102,8 @@ struct TasksFeature {
 
     func addWebSocketRoutes(to router: Router<FoyerWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
         GraphQLWebSocketController(
-            executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission
+            executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission,
+            rateLimit: rateLimit
         ).addRoutes(to: router)
     }
 }

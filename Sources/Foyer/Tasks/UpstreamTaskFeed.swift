@@ -16,6 +16,12 @@ struct UpstreamTaskFeed: Service {
     let token: @Sendable () async throws -> String?
     let changes: TaskChanges
     let logger: Logger
+    /// Told each time the feed is followed again, the first time too: what was read before may be stale.
+    var onFollowing: @Sendable () -> Void = {}
+    /// True while subscribed: what the feed keeps fresh (kept query answers) may be trusted only then.
+    let following = NIOLockedValueBox(false)
+
+    var isFollowing: Bool { following.withLockedValue { $0 } }
 
     func run() async {
         await cancelWhenGracefulShutdown {
@@ -23,7 +29,10 @@ struct UpstreamTaskFeed: Service {
             let progress = NIOLockedValueBox((failures: 0, subscribedBefore: false))
             while !Task.isCancelled {
                 do {
+                    defer { following.withLockedValue { $0 = false } }
                     try await follow {
+                        following.withLockedValue { $0 = true }
+                        onFollowing()
                         let reconnected = progress.withLockedValue { progress in
                             defer { progress = (0, true) }
                             return progress.subscribedBefore
