@@ -234,6 +234,8 @@ final class QueryAnswers: Sendable {
     }
 
     var keptCount: Int { state.withLockedValue { $0.kept.count } }
+    /// Queries waiting for an identical call in flight.
+    var joinedCount: Int { state.withLockedValue { $0.flights.values.reduce(0) { $0 + $1.waiting.count } } }
 }
 
 extension Collection where Element == UInt8 {
