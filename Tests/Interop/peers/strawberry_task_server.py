@@ -16,6 +16,8 @@ import uvicorn
 from strawberry.asgi import GraphQL
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
 
+from request_log import RequestLog
+
 
 @strawberry.enum
 class TaskStatus(enum.Enum):
@@ -104,7 +106,7 @@ class Subscription:
 
 schema = strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription)
 # No allowed_origins: only same-origin pages and clients that send no Origin get a websocket.
-app = GraphQL(schema, subscription_protocols=[GRAPHQL_WS_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL])
+app = RequestLog(GraphQL(schema, subscription_protocols=[GRAPHQL_WS_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL]))
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")

@@ -24,6 +24,7 @@ from ariadne.asgi import GraphQL
 from ariadne.asgi.handlers import GraphQLTransportWSHandler, GraphQLWSHandler
 from ariadne.exceptions import WebSocketConnectionError
 from graphql import GraphQLError
+from request_log import RequestLog
 
 TYPE_DEFS = """
 type Task { id: ID!  version: Int  title: String!  description: String!  status: TaskStatus }
@@ -198,6 +199,8 @@ async def app(scope, receive, send):
             return
     await graphql_app(scope, receive, send)
 
+
+app = RequestLog(app)
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
