@@ -64,3 +64,19 @@ def test_a_broken_file_stops_start_up_with_a_message_naming_the_problem(tmp_path
     )
     assert started.returncode != 0
     assert message in started.stderr
+
+
+@pytest.mark.parametrize("flag, value, env, message", [
+    ("--graphql-rate-limit", "lots", "FOYER_GRAPHQL_RATE_LIMIT", '--graphql-rate-limit: "lots" is not a rate limit; write operations per second, minute or hour (300/min, 20/s, 5000/h), or off'),
+    ("--graphql-rate-limit", "0/min", "FOYER_GRAPHQL_RATE_LIMIT", '"0/min" is not a rate limit'),
+    ("--graphql-cache", "forever", "FOYER_GRAPHQL_CACHE", '--graphql-cache: "forever" is not a duration; write e.g. 30d, 12h, 45m, 90s or a number of seconds, or off'),
+    ("--graphql-cache-scope", "everyone", "FOYER_GRAPHQL_CACHE_SCOPE", '--graphql-cache-scope: "everyone" is not a scope; write user or shared'),
+])
+def test_a_malformed_graphql_edge_setting_stops_start_up_saying_which_and_what_is_accepted(tmp_path, flag, value, env, message):
+    for arguments, environment in (([flag, value], {}), ([], {env: value})):
+        started = subprocess.run(
+            [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), *arguments],
+            env=dict(os.environ, **environment), capture_output=True, text=True, timeout=60,
+        )
+        assert started.returncode != 0
+        assert message in started.stderr, started.stderr
