@@ -174,7 +174,10 @@ private final class Instance: @unchecked Sendable {
         push = try PushFeature(app)
         sessions = SessionsFeature(app, ending: push.sessionEnding)
         posts = PostsFeature(app)
-        tasks = try TasksFeature(app, push: push, providers: ProvidersFeature(app, keycloak: nil, settings: [], sessions: sessions.sessions))
+        tasks = try TasksFeature(
+            app, push: push, providers: ProvidersFeature(app, keycloak: nil, settings: [], sessions: sessions.sessions),
+            idempotency: IdempotencyKeys(store: store)
+        )
         self.store = store
         let cluster = app.cluster!
         running = Task { await cluster.run() }

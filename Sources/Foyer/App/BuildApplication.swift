@@ -21,7 +21,8 @@ public func buildApplication(
     let providers = ProvidersFeature(app, keycloak: keycloakSettings, settings: providerSettings, sessions: sessions.sessions)
     let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
     let posts = PostsFeature(app)
-    let tasks = try TasksFeature(app, push: push, providers: providers)
+    let idempotency = IdempotencyFeature(app)
+    let tasks = try TasksFeature(app, push: push, providers: providers, idempotency: idempotency.keys)
     // A local demo account is no use when the realm checks every password.
     let readiness = Readiness(ready: providers.keycloak != nil || config.demoAccount == nil)
     if providers.keycloak == nil, let account = config.demoAccount {
@@ -30,7 +31,8 @@ public func buildApplication(
     if config.managesProcessMemory { app.run(StartupCodePages(readiness: readiness)) }
 
     let (router, errors) = try buildRouter(
-        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks
+        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks,
+        idempotency: idempotency
     )
     let webSocketRouter = Router(context: FoyerWebSocketRequestContext.self)
     tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
@@ -65,7 +67,7 @@ public func buildApplication(
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
     _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
-    posts: PostsFeature, tasks: TasksFeature
+    posts: PostsFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
@@ -78,6 +80,7 @@ func buildRouter(
     try providers.addMiddleware(to: router, trustProxy: config.trustProxy)
     router.add(middleware: AuthenticationMiddleware(authenticator: signIn.authenticator))
     router.add(middleware: CSRFMiddleware())
+    idempotency.addMiddleware(to: router)
 
     HealthController(store: app.store, readiness: readiness).addRoutes(to: router)
     MetricsController(metrics: app.metrics, token: config.metricsToken).addRoutes(to: router)

@@ -98,6 +98,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return (error.status, error.title, error.message)
         case let error as ProviderError:
             return describe(error.appError)
+        case let error as IdempotencyRefusal:
+            return describe(error.appError)
         case let error as HTTPError:
             let message = error.body ?? defaultMessage(error.status)
             return (error.status, error.status.reasonPhrase, message)

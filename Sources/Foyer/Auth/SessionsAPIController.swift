@@ -146,6 +146,7 @@ struct SessionsAPIController {
         var response = Response(status: .noContent)
         if id == identity.session?.id {
             response.setCookie(signIn.expiredCookie(request: request))
+            response.headers[.clearSiteData] = SignIn.clearedOnSignOut
         }
         return response
     }

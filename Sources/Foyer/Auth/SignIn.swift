@@ -138,3 +138,13 @@ struct SignIn: Sendable {
         secureCookies || request.cameOverHTTPS
     }
 }
+
+extension SignIn {
+    /// What a browser drops when its user signs out: cached pages and stored data (the offline copies and queued
+    /// writes a page or worker kept), so nothing of one user is left for the next on a shared device.
+    static let clearedOnSignOut = "\"cache\", \"storage\""
+}
+
+extension HTTPField.Name {
+    static let clearSiteData = HTTPField.Name("Clear-Site-Data")!
+}

@@ -63,6 +63,7 @@ struct WebSessionController {
         }
         var response = Response.seeOther(location).flashing(.signedOut)
         response.setCookie(signIn.expiredCookie(request: request))
+        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
         return response
     }
 

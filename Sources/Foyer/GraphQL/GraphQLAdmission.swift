@@ -120,6 +120,10 @@ struct GraphQLRefusal: Error, Sendable {
         self.code = code
     }
 
+    init(_ refusal: IdempotencyRefusal) {
+        self.init(refusal.status, refusal.message, code: refusal.code)
+    }
+
     var body: ByteBuffer {
         struct Body: Encodable {
             struct Error: Encodable {

@@ -16,6 +16,8 @@ struct GraphQLController {
     let batchLimit: Int
     /// Each caller's quota of operations; nil: none.
     let rateLimit: CallerRateLimit?
+    /// Mutations sent with an `Idempotency-Key` answer once per key.
+    let idempotency: IdempotencyKeys
 
     func addRoutes(to router: FoyerRouter) {
         router.group(context: SignedInContext.self).post("/graphql", use: post)
@@ -35,14 +37,22 @@ struct GraphQLController {
             refusal.headers[.connection] = "close"
             return refusal.response
         }
-        if body.readableBytesView.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "[") {
-            return try await batch(body, identity: identity)
+        let idempotent: IdempotentRequest?
+        do {
+            idempotent = try IdempotencyKeys.key(in: request).map {
+                IdempotentRequest(keys: idempotency, key: $0, caller: identity.userId, fingerprint: IdempotencyKeys.fingerprint(request, body: body))
+            }
+        } catch let refusal as IdempotencyRefusal {
+            return GraphQLRefusal(refusal).response
         }
-        return try await withinQuota(of: identity) { try await operation(body, identity: identity) }
+        if body.readableBytesView.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "[") {
+            return try await batch(body, identity: identity, idempotent: idempotent)
+        }
+        return try await withinQuota(of: identity) { try await operation(body, identity: identity, idempotent: idempotent) }
     }
 
     /// One operation POSTed.
-    private func operation(_ body: ByteBuffer, identity: Identity) async throws -> Response {
+    private func operation(_ body: ByteBuffer, identity: Identity, idempotent: IdempotentRequest?) async throws -> Response {
         // Only what admission needs is read; a plain request goes on as the client wrote it.
         let envelope: Envelope
         do {
@@ -55,12 +65,14 @@ struct GraphQLController {
                 query: envelope.query, operationName: envelope.operationName, persistedQuery: envelope.persistedQuery, allowMutations: true
             )
             let credentials = try await credentials(identity)
-            guard envelope.persistedQuery != nil else {
-                return try await answer { try await executor.execute(encoded: body, kind: admitted.kind, credentials: credentials) }
+            return try await IdempotentRequest.respond(idempotent, if: admitted.kind == .mutation) {
+                guard envelope.persistedQuery != nil else {
+                    return try await answer { try await executor.execute(encoded: body, kind: admitted.kind, credentials: credentials) }
+                }
+                // The upstream gets the document itself, whether or not it speaks APQ.
+                let operation = try Self.decoder.decode(Operation.self, from: body)
+                return try await answer { try await executor.execute(operation.request(running: admitted), credentials: credentials) }
             }
-            // The upstream gets the document itself, whether or not it speaks APQ.
-            let operation = try Self.decoder.decode(Operation.self, from: body)
-            return try await answer { try await executor.execute(operation.request(running: admitted), credentials: credentials) }
         } catch let refusal as GraphQLRefusal {
             return refusal.response
         }
@@ -119,7 +131,7 @@ struct GraphQLController {
     /// A JSON array of operations (Apollo's batch link): each is admitted and run on its own, and the answer is an
     /// array of their results in the same order. Queries between two mutations run together; a mutation runs once
     /// everything before it has finished, and before anything after it starts.
-    private func batch(_ body: ByteBuffer, identity: Identity) async throws -> Response {
+    private func batch(_ body: ByteBuffer, identity: Identity, idempotent: IdempotentRequest?) async throws -> Response {
         let operations: [Operation]
         do {
             operations = try Self.decoder.decode([Operation].self, from: body)
@@ -135,10 +147,12 @@ struct GraphQLController {
             ).response
         }
         // Every operation of a batch counts, or a batch would be a way round the limit.
-        return try await withinQuota(of: identity, operations: operations.count) { try await run(operations, identity: identity) }
+        return try await withinQuota(of: identity, operations: operations.count) {
+            try await run(operations, identity: identity, idempotent: idempotent)
+        }
     }
 
-    private func run(_ operations: [Operation], identity: Identity) async throws -> Response {
+    private func run(_ operations: [Operation], identity: Identity, idempotent: IdempotentRequest?) async throws -> Response {
         var results = [ByteBuffer?](repeating: nil, count: operations.count)
         var admitted: [(index: Int, request: GraphQLRequest, type: OperationType?)] = []
         for (index, operation) in operations.enumerated() {
@@ -152,6 +166,16 @@ struct GraphQLController {
             }
         }
         let credentials = try await credentials(identity)
+        // A batch that changes something answers once per key, as a whole.
+        return try await IdempotentRequest.respond(idempotent, if: admitted.contains { $0.type == .mutation }) {
+            await execute(admitted, into: results, credentials: credentials)
+        }
+    }
+
+    private func execute(
+        _ admitted: [(index: Int, request: GraphQLRequest, type: OperationType?)], into refused: [ByteBuffer?], credentials: UpstreamCredentials
+    ) async -> Response {
+        var results = refused
         let executor = executor
         var next = admitted[...]
         while let first = next.first {
@@ -208,6 +232,24 @@ struct GraphQLController {
     }
 
     static let decoder = JSONDecoder()
+
+    /// A POST's `Idempotency-Key`, for the operations that change something.
+    struct IdempotentRequest {
+        let keys: IdempotencyKeys
+        let key: String
+        let caller: Int64
+        let fingerprint: String
+
+        /// `run`'s answer, once per key when `applies` (a mutation); refusals of the key as GraphQL errors.
+        static func respond(_ request: IdempotentRequest?, if applies: Bool, _ run: () async throws -> Response) async throws -> Response {
+            guard let request, applies else { return try await run() }
+            do {
+                return try await request.keys.respond(key: request.key, caller: request.caller, fingerprint: request.fingerprint, run)
+            } catch let refusal as IdempotencyRefusal {
+                return GraphQLRefusal(refusal).response
+            }
+        }
+    }
 
     private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09

@@ -43,7 +43,7 @@ struct CompressionMiddleware: RouterMiddleware {
         if let key, let copy = kept.value(for: key) {
             compressed = copy
         } else {
-            var body = try await Self.collect(response.body, expecting: length)
+            var body = try await response.body.collected(expecting: length)
             compressed = try body.compress(with: .gzip(configuration: .init(compressionLevel: key == nil ? Self.dynamicLevel : Self.keptLevel)))
             if let key { kept.keep(compressed, for: key, cost: compressed.readableBytes) }
         }
@@ -81,26 +81,5 @@ struct CompressionMiddleware: RouterMiddleware {
             }
         }
         return gzip ?? any ?? false
-    }
-
-    private static func collect(_ body: ResponseBody, expecting length: Int) async throws -> ByteBuffer {
-        let collector = Collector(capacity: length)
-        try await body.write(collector)
-        return collector.buffer.withLockedValue { $0 }
-    }
-
-    /// Writes go into one buffer instead of the connection.
-    private struct Collector: ResponseBodyWriter {
-        let buffer: NIOLockedValueBox<ByteBuffer>
-
-        init(capacity: Int) {
-            buffer = NIOLockedValueBox(ByteBufferAllocator().buffer(capacity: capacity))
-        }
-
-        mutating func write(_ part: ByteBuffer) async throws {
-            _ = buffer.withLockedValue { $0.writeImmutableBuffer(part) }
-        }
-
-        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 }

@@ -167,6 +167,20 @@ extension SQLiteStore {
             }
             try db.create(index: "sessions_by_cookie_token_hash", on: "sessions", columns: ["cookie_token_hash"], unique: true)
         }
+        migrator.registerMigration("v14: answers kept under a client's Idempotency-Key") { db in
+            // (caller, key) → the request's SHA-256 fingerprint; status, headers (JSON pairs) and body once it answered.
+            try db.create(table: "idempotency_keys") { t in
+                t.column("caller", .integer).notNull().references("users", onDelete: .cascade)
+                t.column("key", .text).notNull()
+                t.column("fingerprint", .text).notNull()
+                t.column("status", .integer)
+                t.column("headers", .text)
+                t.column("body", .blob)
+                t.column("started_at", .datetime).notNull()
+                t.column("expires_at", .datetime).notNull().indexed()
+                t.primaryKey(["caller", "key"])
+            }
+        }
         return migrator
     }
 }
@@ -334,6 +348,22 @@ extension PostgresMigrations {
             "ALTER TABLE sessions ADD COLUMN dpop_thumbprint TEXT",
             "ALTER TABLE sessions ADD COLUMN cookie_token_hash TEXT",
             "CREATE UNIQUE INDEX sessions_by_cookie_token_hash ON sessions (cookie_token_hash)",
+        ]),
+        ("7: answers kept under a client's Idempotency-Key (SQLite's v14)", [
+            """
+            CREATE TABLE idempotency_keys (
+                caller BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                key TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                status INTEGER,
+                headers TEXT,
+                body BYTEA,
+                started_at TIMESTAMPTZ NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (caller, key)
+            )
+            """,
+            "CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)",
         ]),
     ]
 }

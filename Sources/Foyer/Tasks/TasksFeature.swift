@@ -22,8 +22,10 @@ struct TasksFeature {
     let admission: GraphQLAdmission
     let batchLimit: Int
     let rateLimit: CallerRateLimit?
+    let idempotency: IdempotencyKeys
 
-    init(_ app: Foundations, push: PushFeature, providers: ProvidersFeature) throws {
+    init(_ app: Foundations, push: PushFeature, providers: ProvidersFeature, idempotency: IdempotencyKeys) throws {
+        self.idempotency = idempotency
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
         self.changes = changes
         fragments = TaskFragments(views: app.views)
@@ -93,7 +95,9 @@ struct TasksFeature {
     }
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        GraphQLController(executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit, rateLimit: rateLimit).addRoutes(to: router)
+        GraphQLController(
+            executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit, rateLimit: rateLimit, idempotency: idempotency
+        ).addRoutes(to: router)
         TasksController(
             tasks: TaskRepository(client: TaskClient(executor: executor), copies: copies, metrics: metrics), views: views,
             credentials: credentials, roles: roles, streams: streams, fragments: fragments

@@ -1,0 +1,61 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// `Idempotency-Key` for every unsafe request Foyer answers itself (the JSON API, forms, task writes), by a
+/// middleware after authentication and CSRF; `/graphql` applies the same keys to mutations only (a query changes
+/// nothing to repeat), in its controller.
+struct IdempotencyFeature {
+    let keys: IdempotencyKeys
+
+    init(_ app: Foundations) {
+        keys = IdempotencyKeys(store: app.store)
+        app.run(IdempotencyPruning(keys: keys, logger: app.logger))
+    }
+
+    func addMiddleware(to router: FoyerRouter) {
+        router.add(middleware: IdempotencyMiddleware(keys: keys))
+    }
+}
+
+struct IdempotencyMiddleware: RouterMiddleware {
+    typealias Context = FoyerRequestContext
+    let keys: IdempotencyKeys
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard !Self.safeMethods.contains(request.method), request.uri.path != GraphQLWebSocketController.path,
+              let key = try IdempotencyKeys.key(in: request)
+        else { return try await next(request, context) }
+        // Keys are the caller's own; a request without a session has no caller to keep them for (and a sign-in's
+        // answer holds a credential, which is never kept).
+        guard let caller = context.identity?.userId else { return try await next(request, context) }
+        var request = request
+        let body = try await request.collectBody(limitedTo: Request.maximumBodySize)
+        return try await keys.respond(key: key, caller: caller, fingerprint: IdempotencyKeys.fingerprint(request, body: body)) {
+            try await next(request, context)
+        }
+    }
+
+    static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options]
+}
+
+/// Drops kept answers after their 24 hours, and keys whose first request never answered, every ten minutes.
+struct IdempotencyPruning: Service {
+    static let interval: Duration = .seconds(600)
+    let keys: IdempotencyKeys
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await keys.prune()
+                } catch {
+                    logger.error("pruning idempotency keys failed: \(error)")
+                }
+                try? await Task.sleep(for: Self.interval)
+            }
+        }
+    }
+}
