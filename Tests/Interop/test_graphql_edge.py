@@ -41,9 +41,11 @@ def sign_in(foyer, email: str, password: str) -> str:
         return response.headers["X-Session-Token"]
 
 
-def post_with_headers(url: str, body, token: str) -> tuple[int, dict, dict]:
+def post_with_headers(url: str, body, token: str, headers: dict | None = None) -> tuple[int, dict, dict]:
+    """POSTs JSON with the session (and `headers`); the status, the answer's headers and its JSON."""
     request = urllib.request.Request(
-        url, method="POST", data=json.dumps(body).encode(), headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        url, method="POST", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:

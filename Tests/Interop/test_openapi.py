@@ -73,6 +73,7 @@ def test_every_documented_operation_conforms(fuzzed_foyer, ups, tmp_path):  # no
             "--workers", "1", "--max-time", "45", "--seed", "20261121",
         ],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, SCHEMATHESIS_HOOKS="schemathesis_hooks", PYTHONPATH=str(REPO / "Tests/Interop")),
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     assert any(path == "/rest/registry/device" and method == "POST" for method, path, *_ in ups.requests[earlier_requests:]), \

@@ -24,7 +24,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
     let keys: IdempotencyKeys
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard !Self.safeMethods.contains(request.method), request.uri.path != GraphQLWebSocketController.path,
+        guard Self.writeMethods.contains(request.method), request.uri.path != GraphQLWebSocketController.path,
               let key = try IdempotencyKeys.key(in: request)
         else { return try await next(request, context) }
         // Keys are the caller's own; a request without a session has no caller to keep them for (and a sign-in's
@@ -37,7 +37,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
         }
     }
 
-    static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options]
+    /// The unsafe methods routes answer; any other (TRACE, a made-up one) goes on to its 405.
+    static let writeMethods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
 }
 
 /// Drops kept answers after their 24 hours, and keys whose first request never answered, every ten minutes.

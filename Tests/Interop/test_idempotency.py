@@ -1,0 +1,74 @@
+"""`Idempotency-Key` with real clients: curl writing posts, and GraphQL mutations relayed to the ariadne task server
+(which counts what it received), where a first request still running makes the second one's answer a 409."""
+import concurrent.futures
+import json
+import uuid
+
+import pytest
+
+from conftest import RunningServer, TaskServer, curl_response
+from test_graphql import session_token
+from test_graphql_edge import calls, marker, post_with_headers
+
+
+def create_post(server, token: str, key: str, title: str):
+    # `Name;` is how curl sends a header with an empty value (`Name:` alone would remove it).
+    key_header = f"Idempotency-Key: {key}" if key else "Idempotency-Key;"
+    return curl_response(
+        server.url + "/api/v1/posts", "-X", "POST", "-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json",
+        "-H", key_header, "--data-binary", json.dumps({"title": title, "content": "Sent once, whatever the network did."}),
+    )
+
+
+def test_a_post_sent_twice_with_one_key_is_stored_once(server):
+    token, key, title = session_token(server), str(uuid.uuid4()), f"Once {uuid.uuid4().hex[:8]}"
+    status, headers, body = create_post(server, token, key, title)
+    assert status == 201, body
+    again_status, again_headers, again_body = create_post(server, token, key, title)
+    assert again_status == 201
+    assert again_headers["idempotent-replayed"] == "true"
+    assert json.loads(again_body)["id"] == json.loads(body)["id"]
+    assert again_headers["location"] == headers["location"]
+    _, _, listed = curl_response(server.url + "/api/v1/posts?per_page=100")
+    assert [post["title"] for post in json.loads(listed)].count(title) == 1
+
+    other_status, _, other_body = create_post(server, token, key, title + " and more")
+    assert other_status == 422
+    assert "already used for a different request" in json.loads(other_body)["error"]
+
+    for bad_key, why in (("", "empty"), ("k" * 256, "256 characters")):
+        bad_status, _, bad_body = create_post(server, token, bad_key, title)
+        assert bad_status == 400 and why in json.loads(bad_body)["error"], bad_body
+
+
+@pytest.fixture(scope="module")
+def slow_upstream(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("idempotency")
+    peer = TaskServer(workdir, token="idempotent-secret")
+    foyer = RunningServer(workdir, extra_env={"FOYER_GRAPHQL_TOKEN": peer.token}, extra_args=["--graphql-url", peer.url])
+    yield peer, foyer
+    foyer.stop()
+    peer.stop()
+
+
+def test_a_mutation_sent_again_while_the_first_runs_is_409_and_reaches_the_upstream_once(slow_upstream):
+    peer, foyer = slow_upstream
+    token, key, name = session_token(foyer), str(uuid.uuid4()), "Slow" + marker()
+    mutation = {"query": f'mutation {name} {{ createTask(title: "{name}", description: "once") {{ id title }} }}', "operationName": name}
+
+    def send(_):
+        return post_with_headers(foyer.url + "/graphql", mutation, token, {"Idempotency-Key": key})
+
+    # The peer holds `Slow…` operations half a second: the others arrive while the first runs.
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(send, range(4)))
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [200, 409, 409, 409], answers
+    refused = next(body for status, _, body in answers if status == 409)
+    assert refused["errors"][0]["extensions"]["code"] == "IDEMPOTENCY_KEY_IN_USE"
+    assert calls(peer.url, f"mutation {name}") == 1
+
+    status, headers, replayed = send(None)
+    assert status == 200 and headers["Idempotent-Replayed"] == "true"
+    assert replayed == next(body for status, _, body in answers if status == 200)
+    assert calls(peer.url, f"mutation {name}") == 1
