@@ -18,6 +18,8 @@ struct GraphQLController {
     let rateLimit: CallerRateLimit?
     /// Mutations sent with an `Idempotency-Key` answer once per key.
     let idempotency: IdempotencyKeys
+    /// Kept query answers, looked up by a POST's bytes before anything else is read of it.
+    let answers: QueryAnswers
 
     func addRoutes(to router: FoyerRouter) {
         router.group(context: SignedInContext.self).post("/graphql", use: post)
@@ -53,6 +55,12 @@ struct GraphQLController {
 
     /// One operation POSTed.
     private func operation(_ body: ByteBuffer, identity: Identity, idempotent: IdempotentRequest?) async throws -> Response {
+        let credentials = try await credentials(identity)
+        // A query asked before in these very bytes, whose answer is still true: decoding and admitting it again
+        // would only say what they said then (the rules do not change while the server runs).
+        if let kept = answers.kept(body, credentials: credentials) {
+            return Response.json(encoded: kept.body, status: kept.status)
+        }
         // Only what admission needs is read; a plain request goes on as the client wrote it.
         let envelope: Envelope
         do {
@@ -64,7 +72,6 @@ struct GraphQLController {
             let admitted = try await admission.admit(
                 query: envelope.query, operationName: envelope.operationName, persistedQuery: envelope.persistedQuery, allowMutations: true
             )
-            let credentials = try await credentials(identity)
             return try await IdempotentRequest.respond(idempotent, if: admitted.kind == .mutation) {
                 guard envelope.persistedQuery != nil else {
                     return try await answer { try await executor.execute(encoded: body, kind: admitted.kind, credentials: credentials) }

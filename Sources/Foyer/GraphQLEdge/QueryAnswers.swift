@@ -171,6 +171,16 @@ final class QueryAnswers: Sendable {
         }
     }
 
+    /// The kept answer to exactly these request bytes, if one may be served now; nil otherwise (nothing is fetched).
+    /// Only a query's answer is ever kept, so bytes that have one are a query that was admitted before.
+    func kept(_ request: ByteBuffer, credentials: UpstreamCredentials) -> GraphQLReply? {
+        guard settings.lifetime != nil, let key = keptKey(request, credentials) else { return nil }
+        let now = NIODeadline.now().uptimeNanoseconds
+        guard let kept = state.withLockedValue({ $0.kept[key] }), kept.expires > now, !kept.readsTasks || followsTaskChanges() else { return nil }
+        metrics.graphQLCache(.hit)
+        return kept.reply
+    }
+
     private func keptKey(_ request: ByteBuffer, _ credentials: UpstreamCredentials) -> KeptKey? {
         switch settings.scope {
         case .shared: return KeptKey(caller: nil, request: request)

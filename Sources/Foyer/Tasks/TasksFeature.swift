@@ -23,6 +23,7 @@ struct TasksFeature {
     let batchLimit: Int
     let rateLimit: CallerRateLimit?
     let idempotency: IdempotencyKeys
+    let answers: QueryAnswers
 
     init(_ app: Foundations, push: PushFeature, providers: ProvidersFeature, idempotency: IdempotencyKeys) throws {
         self.idempotency = idempotency
@@ -80,6 +81,7 @@ struct TasksFeature {
 
         // Outermost, so that the pages' reads and every mutation pass through it too.
         self.executor = SharedAnswers(wrapping: executor, answers: answers)
+        self.answers = answers
         rateLimit = config.graphQLRateLimit.map { CallerRateLimit($0, metrics: app.metrics) }
         credentials = UpstreamCredentials.source(providers: providers.providers, configuredToken: config.graphQLUpstreamToken)
         roles = providers.roles
@@ -96,7 +98,8 @@ struct TasksFeature {
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
         GraphQLController(
-            executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit, rateLimit: rateLimit, idempotency: idempotency
+            executor: executor, credentials: credentials, admission: admission, batchLimit: batchLimit, rateLimit: rateLimit, idempotency: idempotency,
+            answers: answers
         ).addRoutes(to: router)
         TasksController(
             tasks: TaskRepository(client: TaskClient(executor: executor), copies: copies, metrics: metrics), views: views,
