@@ -25,8 +25,8 @@ struct SessionsFeature {
         )
         throttle = SignInThrottle(store: app.store)
         spent = SpentCredentials(store: app.store)
-        app.run(SessionPruning(sessions: sessions, throttle: throttle, logger: app.logger))
-        app.run(SpentCredentialPruning(spent: spent, logger: app.logger))
+        app.run(Pruning.sessions(sessions, throttle: throttle, logger: app.logger))
+        app.run(Pruning.spentCredentials(spent, logger: app.logger))
         app.run(HeldSessionExpiry(holds: holds, sessions: sessions, logger: app.logger))
         cluster?.on(Self.ended) { ids in
             for id in ids { sessions.cache.forget(sessionID: id) }

@@ -45,30 +45,12 @@ struct SpentCredentials: Sendable {
     }
 }
 
-/// Drops spent credentials once they have expired, every minute: a bound app spends one per request, and they live
-/// a minute or two, so an hourly sweep would let the table grow to an hour of requests. At shutdown, stores what
-/// only memory knows.
-struct SpentCredentialPruning: Service {
-    static let interval: Duration = .seconds(60)
-    let spent: SpentCredentials
-    let logger: Logger
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await spent.prune()
-                } catch {
-                    logger.error("pruning spent credentials failed: \(error)")
-                }
-                try? await Task.sleep(for: Self.interval)
-            }
-        }
-        do {
-            try await spent.stop()
-        } catch {
-            logger.error("storing spent credentials at shutdown failed: \(error)")
-        }
+extension Pruning {
+    /// Spent credentials once they have expired, every minute: a bound app spends one per request, and they live a
+    /// minute or two, so an hourly sweep would let the table grow to an hour of requests. At shutdown, stores what
+    /// only memory knows.
+    static func spentCredentials(_ spent: SpentCredentials, logger: Logger) -> Pruning {
+        Pruning(what: "spent credentials", interval: .seconds(60), logger: logger, prune: { try await spent.prune() }, atShutdown: { try await spent.stop() })
     }
 }
 

@@ -1,7 +1,5 @@
 import Foundation
 import Hummingbird
-import Logging
-import ServiceLifecycle
 
 /// `Idempotency-Key` for every unsafe request Foyer answers itself (the JSON API, forms, task writes), by a
 /// middleware after authentication and CSRF; `/graphql` applies the same keys to mutations only (a query changes
@@ -10,8 +8,10 @@ struct IdempotencyFeature {
     let keys: IdempotencyKeys
 
     init(_ app: Foundations) {
-        keys = IdempotencyKeys(store: app.store)
-        app.run(IdempotencyPruning(keys: keys, logger: app.logger))
+        let keys = IdempotencyKeys(store: app.store)
+        self.keys = keys
+        // Kept answers after their 24 hours, and keys whose first request never answered, every ten minutes.
+        app.run(Pruning(what: "idempotency keys", interval: .seconds(600), logger: app.logger) { try await keys.prune() })
     }
 
     func addMiddleware(to router: FoyerRouter) {
@@ -39,24 +39,4 @@ struct IdempotencyMiddleware: RouterMiddleware {
 
     /// The unsafe methods routes answer; any other (TRACE, a made-up one) goes on to its 405.
     static let writeMethods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
-}
-
-/// Drops kept answers after their 24 hours, and keys whose first request never answered, every ten minutes.
-struct IdempotencyPruning: Service {
-    static let interval: Duration = .seconds(600)
-    let keys: IdempotencyKeys
-    let logger: Logger
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await keys.prune()
-                } catch {
-                    logger.error("pruning idempotency keys failed: \(error)")
-                }
-                try? await Task.sleep(for: Self.interval)
-            }
-        }
-    }
 }
