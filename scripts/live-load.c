@@ -1,10 +1,13 @@
 // Load client for scripts/bench-live: holds N live subscribers on one Foyer (server-sent events on a task stream,
 // or graphql-transport-ws subscriptions to taskAdded), makes a series of task changes through POST /graphql, and
-// times each change from the write's acknowledgement until the last subscriber received it.
+// times each change from the write's acknowledgement until the last subscriber received it. `nchan` does the same
+// against nginx's nchan module, for comparison: EventSource subscribers on STREAM_PATH, each change a message of
+// the size of a Foyer task event POSTed to /pub.
 //
-//   live-load sse|ws PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES FOYER_PID
+//   live-load sse|ws|nchan PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS
 //
-// Prints key=value lines: resident memory of Foyer before and after subscribing, and per-change delivery times.
+// PIDS: the server's process ids, comma-separated (nginx's master and workers); their resident memory is summed.
+// Prints key=value lines: resident memory before and after subscribing, and per-change delivery times.
 // Loopback only; every wait is bounded, and it exits by itself.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -22,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { SSE, WS };
+enum { SSE, WS, NCHAN };
 enum { MAX_CHANGES = 1000 };
 
 typedef struct { const char *text; int length; int matched; } Matcher;
@@ -68,7 +71,23 @@ static int match(Matcher *m, unsigned char c) {
     return 0;
 }
 
-static long resident_kib(int pid) {
+static long resident_kib_of(int pid);
+
+// The sum over every process in a comma-separated list.
+static long resident_kib(const char *pids) {
+    long total = 0;
+    for (const char *at = pids; *at;) {
+        long kib = resident_kib_of(atoi(at));
+        if (kib < 0) return -1;
+        total += kib;
+        const char *comma = strchr(at, ',');
+        if (!comma) break;
+        at = comma + 1;
+    }
+    return total;
+}
+
+static long resident_kib_of(int pid) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", pid);
     FILE *file = fopen(path, "r");
@@ -229,7 +248,7 @@ static int poll_once(int timeout_ms) {
         for (;;) {
             ssize_t got = recv(s->fd, buffer, sizeof buffer, 0);
             if (got > 0) {
-                if (mode == SSE) feed_sse(s, buffer, got); else feed_ws(s, buffer, got);
+                if (mode == WS) feed_ws(s, buffer, got); else feed_sse(s, buffer, got);
                 if (got < (ssize_t)sizeof buffer) break;
                 continue;
             }
@@ -247,7 +266,11 @@ static void open_subscriber(Subscriber *s) {
     memset(s, 0, sizeof *s);
     s->fd = connect_loopback(1);
     char request[1024];
-    if (mode == SSE) {
+    if (mode == NCHAN) {
+        // nchan opens an EventSource stream with the comment ": hi".
+        s->opening = (Matcher){": hi", 4, 0};
+        snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n", stream_path);
+    } else if (mode == SSE) {
         s->event_start = (Matcher){"\nid: ", 5, 0};
         s->opening = (Matcher){"retry:", 6, 0};
         snprintf(request, sizeof request,
@@ -270,14 +293,33 @@ static void open_subscriber(Subscriber *s) {
     epoll_ctl(epoll_fd, EPOLL_CTL_ADD, s->fd, &event);
 }
 
-// One change: a task created through POST /graphql on its own connection; acknowledged when the reply is read.
+// What nchan publishes for a change: the size of a Foyer task event (a turbo-stream replacing one task's row).
+static void nchan_message(char *body, size_t size, int number) {
+    int length = snprintf(body, size,
+        "<turbo-stream action=\"replace\" target=\"task_%d\"><template><li id=\"task_%d\" class=\"task\">"
+        "<a href=\"/tasks/%d\">bench change %d</a><span class=\"status status-open\">Open</span>"
+        "<form action=\"/tasks/%d/status\" method=\"post\"><button name=\"status\" value=\"ASSIGNED\">Assign</button></form>",
+        number, number, number, number, number);
+    while (length < 400) body[length++] = ' ';
+    snprintf(body + length, size - length, "</li></template></turbo-stream>");
+}
+
+// One change: a task created through POST /graphql (or a message published to nchan) on its own connection;
+// acknowledged when the reply is read.
 static void make_change(int number) {
-    char body[512], request[1024], reply[4096];
-    snprintf(body, sizeof body,
-             "{\"query\":\"mutation { createTask(title: \\\"bench change %d\\\", description: \\\"live\\\") { id } }\"}", number);
-    snprintf(request, sizeof request,
-             "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\n"
-             "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", token, strlen(body), body);
+    char body[1024], request[2048], reply[4096];
+    if (mode == NCHAN) {
+        nchan_message(body, sizeof body, number);
+        snprintf(request, sizeof request,
+                 "POST /pub HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(body), body);
+    } else {
+        snprintf(body, sizeof body,
+                 "{\"query\":\"mutation { createTask(title: \\\"bench change %d\\\", description: \\\"live\\\") { id } }\"}", number);
+        snprintf(request, sizeof request,
+                 "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\n"
+                 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", token, strlen(body), body);
+    }
     int fd = connect_loopback(0);
     sent_at[number] = now();
     struct timeval timeout = {10, 0};
@@ -289,7 +331,8 @@ static void make_change(int number) {
     reply[total] = 0;
     acknowledged_at[number] = now();
     close(fd);
-    if (!strstr(reply, "200 OK")) { fprintf(stderr, "change %d failed: %s\n", number, reply); exit(2); }
+    // Foyer: 200; nchan: 201 (or 202 with no subscriber).
+    if (strncmp(reply, "HTTP/1.1 20", 11) != 0) { fprintf(stderr, "change %d failed: %s\n", number, reply); exit(2); }
 }
 
 static void *writer(void *unused) {
@@ -312,16 +355,16 @@ static int compare(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc != 8) {
-        fprintf(stderr, "usage: live-load sse|ws PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES FOYER_PID\n");
+        fprintf(stderr, "usage: live-load sse|ws|nchan PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS\n");
         return 2;
     }
-    mode = strcmp(argv[1], "ws") == 0 ? WS : SSE;
+    mode = strcmp(argv[1], "ws") == 0 ? WS : strcmp(argv[1], "nchan") == 0 ? NCHAN : SSE;
     port = atoi(argv[2]);
     stream_path = argv[3];
     token = argv[4];
     subscriber_count = atoi(argv[5]);
     change_count = atoi(argv[6]);
-    int foyer_pid = atoi(argv[7]);
+    const char *server_pids = argv[7];
     if (change_count > MAX_CHANGES) change_count = MAX_CHANGES;
 
     struct rlimit files;
@@ -331,7 +374,7 @@ int main(int argc, char **argv) {
 
     epoll_fd = epoll_create1(0);
     subscribers = calloc(subscriber_count, sizeof *subscribers);
-    long before = resident_kib(foyer_pid);
+    long before = resident_kib(server_pids);
     double started = now();
 
     // Connect in batches so the listen backlog never overflows; a batch is done once every one is subscribed.
@@ -351,7 +394,7 @@ int main(int argc, char **argv) {
     double subscribed = now();
     // Let the last subscriptions settle (a WS subscribe has no acknowledgement), then weigh the server.
     for (double until = now() + 2; now() < until;) poll_once(50);
-    long after = resident_kib(foyer_pid);
+    long after = resident_kib(server_pids);
 
     // No changes: only open them (scripts/bench-live's bursts), and close them all by exiting.
     if (change_count > 0) {
@@ -374,7 +417,7 @@ int main(int argc, char **argv) {
     qsort(delays, complete, sizeof delays[0], compare);
     qsort(from_send, complete, sizeof from_send[0], compare);
     printf("mode=%s\nsubscribers=%d\nsubscribe_seconds=%.2f\nrss_before_kib=%ld\nrss_after_kib=%ld\n",
-           mode == SSE ? "sse" : "ws", subscriber_count, subscribed - started, before, after);
+           mode == SSE ? "sse" : mode == WS ? "ws" : "nchan", subscriber_count, subscribed - started, before, after);
     printf("changes=%d\ncomplete_changes=%d\n", change_count, complete);
     if (complete > 0) {
         printf("p50_ms=%.1f\np99_ms=%.1f\nmax_ms=%.1f\n", delays[complete / 2] * 1000,
