@@ -235,10 +235,13 @@ final class QueryAnswers: Sendable {
     private func drop(_ advance: (inout Generation) -> Void, where isStale: (Kept) -> Bool) {
         let dropped = state.withLockedValue { state -> Int in
             advance(&state.generation)
-            let before = state.kept.count
-            state.kept = state.kept.filter { !isStale($0.value) }
-            state.bytes = state.kept.values.reduce(0) { $0 + $1.cost }
-            return before - state.kept.count
+            // One pass to find them: every mutation and task change comes here, with up to 10,000 answers kept.
+            let stale = state.kept.filter { isStale($0.value) }
+            for (key, kept) in stale {
+                state.kept[key] = nil
+                state.bytes -= kept.cost
+            }
+            return stale.count
         }
         if dropped > 0 { metrics.graphQLCache(.invalidated, by: dropped) }
     }

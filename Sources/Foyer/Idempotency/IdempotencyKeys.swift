@@ -53,7 +53,7 @@ struct IdempotencyKeys: Sendable {
             hash.update(data: [0])
         }
         body.withUnsafeReadableBytes { hash.update(bufferPointer: $0) }
-        return hash.finalize().map { String(format: "%02x", $0) }.joined()
+        return hash.finalize().hexString
     }
 
     /// The answer for `key`: replayed when this caller sent this request under it before, else what `run` answers,
