@@ -244,10 +244,7 @@ import Testing
                 #expect(response.status == .noContent)
                 #expect(response.headers[.clearSiteData] == #""cache", "storage""#)
             }
-            let (web, _) = try await signIn(client)
-            let csrf = try await client.execute(uri: "/account", method: .get, headers: cookieHeader(web)) { try csrfToken(in: $0.text) }
-            var headers = cookieHeader(web)
-            headers[.contentType] = "application/x-www-form-urlencoded"
+            let (headers, csrf) = try await browserSession(client)
             try await client.execute(uri: "/sign_out", method: .post, headers: headers, body: formBody([("authenticity_token", csrf)])) { response in
                 #expect(response.status == .seeOther)
                 #expect(response.headers[.clearSiteData] == #""cache", "storage""#)

@@ -12,10 +12,11 @@ from gql.transport.requests import RequestsHTTPTransport
 from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, TaskServer
 
 
-def session_token(foyer) -> str:
+def session_token(foyer, email: str = DEMO_EMAIL, password: str = DEMO_PASSWORD) -> str:
+    """Signs in through the JSON API (the demo account unless told otherwise); the X-Session-Token."""
     request = urllib.request.Request(
         foyer.url + "/api/v1/sessions", method="POST",
-        data=json.dumps({"email": DEMO_EMAIL, "password": DEMO_PASSWORD}).encode(), headers={"Content-Type": "application/json"},
+        data=json.dumps({"email": email, "password": password}).encode(), headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.headers["X-Session-Token"]

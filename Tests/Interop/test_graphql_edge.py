@@ -32,15 +32,6 @@ def calls(base: str, marker: str) -> int:
     return sum(1 for query in queries_received(base) if query and marker in query)
 
 
-def sign_in(foyer, email: str, password: str) -> str:
-    request = urllib.request.Request(
-        foyer.url + "/api/v1/sessions", method="POST", data=json.dumps({"email": email, "password": password}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.headers["X-Session-Token"]
-
-
 def post_with_headers(url: str, body, token: str, headers: dict | None = None) -> tuple[int, dict, dict]:
     """POSTs JSON with the session (and `headers`); the status, the answer's headers and its JSON."""
     request = urllib.request.Request(
@@ -190,7 +181,7 @@ def test_two_users_never_share_a_kept_answer_unless_the_scope_is_shared(upstream
     for scope, expected_calls in (("user", 2), ("shared", 1)):
         foyer, name = upstream.foyer("--graphql-cache-scope", scope), marker()
         add_user(foyer, BOB_EMAIL, BOB_PASSWORD)
-        ada, bob = session_token(foyer), sign_in(foyer, BOB_EMAIL, BOB_PASSWORD)
+        ada, bob = session_token(foyer), session_token(foyer, BOB_EMAIL, BOB_PASSWORD)
         for token in (ada, bob, ada, bob):
             assert post(foyer.url + "/graphql", all_tasks(name), token)[0] == 200
         assert calls(upstream.base, name) == expected_calls, scope
@@ -242,7 +233,7 @@ def test_while_the_feed_is_down_nothing_is_answered_from_the_cache(tmp_path):
 def test_one_caller_over_the_limit_is_refused_while_another_goes_on(upstream):
     foyer, name = upstream.foyer("--graphql-rate-limit", "3/min"), marker()
     add_user(foyer, BOB_EMAIL, BOB_PASSWORD)
-    ada, bob = session_token(foyer), sign_in(foyer, BOB_EMAIL, BOB_PASSWORD)
+    ada, bob = session_token(foyer), session_token(foyer, BOB_EMAIL, BOB_PASSWORD)
     url = foyer.url + "/graphql"
     for left in (2, 1, 0):
         status, headers, _ = post_with_headers(url, all_tasks(name), ada)

@@ -10,18 +10,9 @@ import urllib.request
 
 import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer
+from conftest import REPO, RunningServer
+from test_graphql import session_token
 from test_push import PUSH_ENV, ios_token, push_args, ups  # noqa: F401  (the Unified Push peer)
-
-
-def sign_in(server) -> str:
-    request = urllib.request.Request(
-        server.url + "/api/v1/sessions", method="POST",
-        data=json.dumps({"email": DEMO_EMAIL, "password": DEMO_PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.headers["X-Session-Token"]
 
 
 def test_document_is_served_and_names_every_api_route(server):
@@ -60,7 +51,7 @@ def fuzzed_foyer(tmp_path_factory, ups):  # noqa: F811
 
 def test_every_documented_operation_conforms(fuzzed_foyer, ups, tmp_path):  # noqa: F811
     server = fuzzed_foyer
-    token = sign_in(server)
+    token = session_token(server)
     earlier_requests = len(ups.requests)
     schemathesis = pathlib.Path(sys.executable).with_name("schemathesis")
     run = subprocess.run(
@@ -95,7 +86,7 @@ def test_a_generated_python_client_registers_a_device(push_foyer, ups, tmp_path)
         models = importlib.import_module("foyer_client.models")
     finally:
         sys.path.remove(str(tmp_path))
-    client = client_module.AuthenticatedClient(base_url=push_foyer.url, token=sign_in(push_foyer))
+    client = client_module.AuthenticatedClient(base_url=push_foyer.url, token=session_token(push_foyer))
     device_token = ios_token()
     body = models.IOSDeviceRegistration(device_token=device_token, device_type="ios", operating_system="iOS", os_version="18.1", categories=["tasks"])
     response = register.sync_detailed(client=client, body=body)
@@ -112,7 +103,7 @@ def test_a_generated_swift_client_registers_a_device(push_foyer, ups):  # noqa: 
     if not os.access(binary, os.X_OK):
         pytest.fail(f"no generated Swift client at {binary}: scripts/test builds it (swift build in Tests/GeneratedClients/Swift)")
     device_token = ios_token()
-    run = subprocess.run([binary, push_foyer.url, sign_in(push_foyer), device_token], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([binary, push_foyer.url, session_token(push_foyer), device_token], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"registered {device_token}" in run.stdout
     assert any(i.get("deviceToken") == device_token for i in ups.installations.values())
