@@ -44,6 +44,8 @@ if (!customElements.get("turbo-stream-source")) {
       // The session ended (signed out elsewhere, revoked, expired): the stream's last event names where to go.
       this.source.addEventListener("signed-out", (event) => {
         this.disconnectedCallback()
+        // Nothing of this person stays for whoever comes next: the worker drops their kept pages and waiting writes.
+        if (navigator.serviceWorker && navigator.serviceWorker.controller) navigator.serviceWorker.controller.postMessage({ type: "signed-out" })
         Turbo.visit(event.data || "/sign_in")
       })
     }

@@ -125,6 +125,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Keycloak client id (env FOYER_KEYCLOAK_CLIENT_ID; its secret only from env FOYER_KEYCLOAK_CLIENT_SECRET)")
     var keycloakClientID: String?
 
+    @Option(help: "Pages work offline: a service worker keeps visited pages and holds writes until the network is back (env FOYER_OFFLINE; default true)")
+    var offline: Bool?
+
     @Option(help: "Client ids whose Keycloak access tokens are accepted as Bearer, comma-separated (env FOYER_KEYCLOAK_AUDIENCE; default: the client id)")
     var keycloakAudience: String?
 
@@ -262,6 +265,9 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--graphql-cache-scope: \"\(text)\" is not a scope; write user or shared")
             }
             config.graphQLCache.scope = scope
+        }
+        if let offline = offline ?? environment["FOYER_OFFLINE"].flatMap({ Bool($0.lowercased()) }) {
+            config.offline = offline
         }
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]

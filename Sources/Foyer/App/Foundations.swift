@@ -27,7 +27,7 @@ final class Foundations {
         } else {
             cluster = nil
         }
-        views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL)
+        views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline)
         streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)))
         services.append(LiveHeartbeatService(streams: streams))
     }

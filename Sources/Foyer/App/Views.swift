@@ -10,8 +10,11 @@ public struct Views: Sendable {
     let layout: CompiledLayout
     /// Every page's headers: its type, and its Content-Security-Policy (which allows Turbo's origin, if elsewhere).
     let pageHeaders: HTTPFields
+    /// Pages load the offline script (which registers the service worker) and say whose they are to it.
+    let offline: Bool
 
-    init(directory: String, turboScriptURL: String) async throws {
+    init(directory: String, turboScriptURL: String, offline: Bool) async throws {
+        self.offline = offline
         pageHeaders = HTTPFields(
             [HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .vary, value: "User-Agent")]
                 + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
@@ -20,7 +23,7 @@ public struct Views: Sendable {
         for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")
         }
-        self.layout = try CompiledLayout(library: &library, turboScriptURL: turboScriptURL)
+        self.layout = try CompiledLayout(library: &library, turboScriptURL: turboScriptURL, offline: offline)
         self.library = library
     }
 
@@ -55,12 +58,14 @@ public struct Views: Sendable {
         )
         var response = Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
         if flash != nil { response.setCookie(Flash.spent) }
+        if offline { response.headers[.offlineOwner] = OfflineOwner.name(of: context.caller) }
         return response
     }
 
-    /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists).
-    func standalonePage(_ template: String, _ values: [String: Any], title: String) -> ByteBuffer {
-        layout.render(body: render(template, values), title: title, identity: nil, native: false, formPage: false, flash: "")
+    /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists; the
+    /// offline page). `context` is a typed view or, in older views, a dictionary.
+    func standalonePage(_ template: String, _ context: Any, title: String) -> ByteBuffer {
+        layout.render(body: render(template, context), title: title, identity: nil, native: false, formPage: false, flash: "")
     }
 
     /// What a page's headers say beyond its type: its Content-Security-Policy and the like.
@@ -94,7 +99,7 @@ struct CompiledLayout: Sendable {
     private static let marker: Character = "\u{1}"
     private let variants: [Int: [Piece]]
 
-    init(library: inout MustacheLibrary, turboScriptURL: String) throws {
+    init(library: inout MustacheLibrary, turboScriptURL: String, offline: Bool) throws {
         let probe = "__layout_probe"
         try library.register("{{<layout}}{{$body}}\(Self.marker)body\(Self.marker){{/body}}{{/layout}}", named: probe)
         var variants: [Int: [Piece]] = [:]
@@ -103,7 +108,7 @@ struct CompiledLayout: Sendable {
                 for formPage in [false, true] {
                     var values: [String: Any] = [
                         "title": Self.markerFor(.title), "turbo_url": turboScriptURL, "native": native, "form_page": formPage,
-                        "flash": Self.markerFor(.flash),
+                        "flash": Self.markerFor(.flash), "offline": offline,
                     ]
                     if signedIn {
                         values["csrf_token"] = Self.markerFor(.csrfToken)

@@ -34,6 +34,9 @@ public struct FoyerConfig: Sendable {
     /// is ready (`StartupCodePages`), and gives freed memory back after a burst of connections (`FreedMemoryTrim`).
     /// `foyer serve` does; an application built inside another process (a test runner) leaves that process alone.
     public var managesProcessMemory = false
+    /// Pages register Foyer's service worker, which keeps pages for offline reading and holds writes made offline
+    /// until the network is back (see Offline/). Off, the worker served unregisters itself and drops its caches.
+    public var offline = true
     /// The upstream GraphQL task server; nil runs the embedded task service in-process.
     public var graphQLURL: String?
     /// The upstream's websocket for subscriptions; default: graphQLURL with ws(s):// (or the sync-app's websocketUrl).

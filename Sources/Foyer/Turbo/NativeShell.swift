@@ -3,10 +3,14 @@ import Hummingbird
 
 extension Request {
     /// Hotwire Native and the older Turbo Native shells put "Hotwire Native" or "Turbo Native" in their User-Agent.
+    /// Requests a service worker makes carry the WebView's default User-Agent, not the shell's: a page rendered
+    /// for a shell sets the `native_shell` cookie (Public/offline.js), which says the same for them.
     var isNativeShell: Bool {
-        guard let agent = headers[.userAgent] else { return false }
-        return agent.contains("Hotwire Native") || agent.contains("Turbo Native")
+        if let agent = headers[.userAgent], agent.contains("Hotwire Native") || agent.contains("Turbo Native") { return true }
+        return rareCookie(Self.nativeShellCookie) == "1"
     }
+
+    static let nativeShellCookie = "native_shell"
 }
 
 /// The three routes a native shell intercepts to close a modal or move back, as turbo-rails names them.

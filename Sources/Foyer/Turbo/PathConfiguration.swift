@@ -16,6 +16,8 @@ public struct PathConfiguration: Sendable {
     }
 
     public let documents: [Platform: Document]
+    /// What the service worker keeps offline, from the shared rules' `offline` properties.
+    let offline: OfflineRules
 
     public init(contentsOf path: String) throws {
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -43,6 +45,7 @@ public struct PathConfiguration: Sendable {
         let settings = try Self.object(root["settings"] ?? [String: Any](), at: "settings", problem)
         let rules = try Self.rules(root["rules"], at: "rules", problem)
         let platforms = try Self.object(root["platforms"] ?? [String: Any](), at: "platforms", problem)
+        offline = try OfflineRules(rules: rules, settings: settings, problem: problem)
         for key in platforms.keys where Platform(rawValue: key) == nil {
             throw problem("platforms.\(key) is not a platform (expected ios, android)")
         }

@@ -1,0 +1,136 @@
+// The page's half of working offline (the worker is Public/foyer-worker.js, served at /service-worker.js): registers
+// the worker, gives every change Turbo sends an Idempotency-Key (so one sent twice is stored once), and shows what
+// the worker knows: "Offline — showing this page as it was at 14:05" on a kept copy, changes not sent yet where they
+// belong, the kept pages on the offline page, and a change the server refused when it finally arrived.
+;(() => {
+  if (!("serviceWorker" in navigator)) return
+  navigator.serviceWorker.register("/service-worker.js", { scope: "/" }).catch(() => {})
+
+  const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join(""))
+
+  document.addEventListener("turbo:before-fetch-request", (event) => {
+    const options = event.detail.fetchOptions
+    if ((options.method || "get").toLowerCase() !== "get") options.headers["Idempotency-Key"] = newKey()
+  })
+
+  // The worker kept a change for later (202, Foyer-Waiting-Show): go where it shows as waiting.
+  document.addEventListener("turbo:before-fetch-response", (event) => {
+    const show = event.detail.fetchResponse.response.headers.get("Foyer-Waiting-Show")
+    if (!show) return
+    event.preventDefault()
+    Turbo.visit(show, { action: location.pathname === show ? "replace" : "advance" })
+  })
+
+  // Asks the worker (which holds the caches and the queue) and waits for its answer.
+  function askWorker(type) {
+    const worker = navigator.serviceWorker.controller
+    if (!worker) return Promise.resolve(null)
+    return new Promise((resolve) => {
+      const channel = new MessageChannel()
+      channel.port1.onmessage = (event) => resolve(event.data)
+      worker.postMessage({ type }, [channel.port2])
+    })
+  }
+
+  const clock = (date) => {
+    const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
+    if (date.toDateString() === new Date().toDateString()) return time
+    return date.toLocaleDateString([], { weekday: "short", day: "numeric", month: "short" }) + ", " + time
+  }
+
+  function showCopyNotice() {
+    const keptAt = document.body.dataset.offlineCopy
+    let notice = document.getElementById("offline-notice")
+    if (!keptAt) return notice && notice.remove()
+    if (!notice) {
+      notice = Object.assign(document.createElement("p"), { id: "offline-notice", className: "offline-banner" })
+      notice.setAttribute("role", "status")
+      document.querySelector("main").prepend(notice)
+    }
+    notice.textContent = `Offline — showing this page as it was at ${clock(new Date(keptAt))}`
+  }
+
+  const statusLabels = { OPEN: "Open", ASSIGNED: "Assigned", COMPLETE: "Complete" }
+  const describe = (write) => (write.kind === "status" ? `marked ${statusLabels[write.status] || write.status}` : `“${write.title}”`)
+
+  function badge(write) {
+    const element = document.createElement(write.state === "refused" ? "a" : "span")
+    element.className = "waiting-badge waiting-write"
+    element.textContent = write.state === "refused" ? "Refused — see why" : "Not sent yet"
+    if (write.state === "refused") element.href = `/offline/refused/${write.key}`
+    return element
+  }
+
+  // Each waiting change where it belongs: a new item at the end (or start) of its list, a change beside the item.
+  function showWaiting(writes) {
+    for (const old of document.querySelectorAll(".waiting-write")) old.remove()
+    for (const write of writes) {
+      const path = new URL(write.url).pathname
+      if (write.kind === "create") {
+        for (const list of document.querySelectorAll(`[data-waiting-list="${CSS.escape(path)}"]`)) {
+          const item = Object.assign(document.createElement("li"), { className: "waiting-write" })
+          item.dataset.waitingKey = write.key
+          item.append(Object.assign(document.createElement("strong"), { textContent: write.title }), " ", badge(write))
+          if (list.dataset.waitingAt === "start") list.prepend(item)
+          else list.append(item)
+        }
+      } else {
+        for (const element of document.querySelectorAll(`[data-waiting-item="${CSS.escape(path.replace(/\/status$/, ""))}"]`)) {
+          const note = Object.assign(document.createElement("p"), { className: "waiting-write waiting-change" })
+          note.dataset.waitingKey = write.key
+          note.append(badge(write), " ", describe(write))
+          element.append(note)
+        }
+      }
+    }
+  }
+
+  // The offline page: what can be opened without a network, and what waits to be sent.
+  function showOfflinePage(state) {
+    const pages = document.getElementById("offline-pages")
+    if (!pages) return
+    pages.replaceChildren(...state.pages.map((page) => {
+      const link = Object.assign(document.createElement("a"), { href: page.url, textContent: page.title || page.url })
+      const item = document.createElement("li")
+      item.append(link, ` · kept at ${clock(new Date(page.keptAt))}`)
+      return item
+    }))
+    document.getElementById("offline-pages-empty").hidden = state.pages.length > 0
+    const waiting = document.getElementById("offline-waiting")
+    waiting.hidden = state.writes.length === 0
+    document.getElementById("offline-waiting-list").replaceChildren(...state.writes.map((write) => {
+      const item = document.createElement("li")
+      item.dataset.waitingKey = write.key
+      item.append(badge(write), " ", describe(write))
+      return item
+    }))
+  }
+
+  async function render() {
+    if (document.documentElement.hasAttribute("data-turbo-preview")) return
+    showCopyNotice()
+    const state = await askWorker("offline-state")
+    if (!state) return
+    showWaiting(state.writes)
+    showOfflinePage(state)
+    // A change refused when it arrived is shown as the page the server answered, once.
+    const refused = state.writes.find((write) => write.state === "refused")
+    if (refused && document.visibilityState === "visible") Turbo.visit(`/offline/refused/${refused.key}`)
+  }
+
+  document.addEventListener("turbo:load", () => {
+    // A page rendered for a native shell says so to requests its worker makes with the WebView's own User-Agent.
+    if (document.body.classList.contains("native") && !document.cookie.split("; ").includes("native_shell=1")) {
+      document.cookie = "native_shell=1; path=/; samesite=lax"
+    }
+    render()
+  })
+  navigator.serviceWorker.addEventListener("message", (event) => {
+    if (event.data && event.data.type === "writes-changed") render()
+  })
+  // The network is back: send what waits, then replace a kept copy with the page as it is now.
+  window.addEventListener("online", async () => {
+    await askWorker("send-waiting")
+    if (document.body.dataset.offlineCopy || document.getElementById("offline-page")) Turbo.visit(location.href, { action: "replace" })
+  })
+})()

@@ -1,0 +1,77 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Pages that keep working offline: `GET /service-worker.js` (Public/foyer-worker.js after a line of settings the
+/// server writes: the path configuration's offline rules, what to precache, and a version that changes whenever any
+/// of them does, so a release reaches browsers), and `GET /offline`, the page shown for a page never visited.
+/// The worker itself, the write queue and the notices are JavaScript: Public/foyer-worker.js and Public/offline.js.
+struct OfflineFeature {
+    static let workerPath = "/service-worker.js"
+    static let offlinePagePath = "/offline"
+    let worker: ByteBuffer
+    let workerETag: String
+    let offlinePage: ByteBuffer
+    let pageHeaders: HTTPFields
+
+    init(config: FoyerConfig, views: Views, rules: OfflineRules) throws {
+        let offlinePage = views.standalonePage("offline/show", OfflinePageView(), title: "Offline")
+        let precache = [Self.offlinePagePath, "/foyer.css", "/live.js", "/offline.js"] + (config.turboScriptURL.hasPrefix("/") ? [config.turboScriptURL] : [])
+        let source = try Self.read(config.publicDirectory + "/foyer-worker.js")
+        var version = SHA256()
+        version.update(data: Array(source.utf8))
+        offlinePage.withUnsafeReadableBytes { version.update(bufferPointer: $0) }
+        for path in precache.dropFirst() { version.update(data: Array(try Self.read(config.publicDirectory + path).utf8)) }
+        var settings = rules.workerSettings
+        settings["enabled"] = config.offline
+        settings["precache"] = precache
+        settings["offlinePage"] = Self.offlinePagePath
+        version.update(data: try JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys]))
+        settings["version"] = version.finalize().prefix(8).hexString
+        let prelude = try JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys, .withoutEscapingSlashes])
+        worker = ByteBuffer(string: "self.FOYER_OFFLINE = \(String(decoding: prelude, as: UTF8.self))\n" + source)
+        workerETag = "\"\(settings["version"]!)\""
+        self.offlinePage = offlinePage
+        pageHeaders = views.pageHeaders
+    }
+
+    func addRoutes(to router: FoyerRouter) {
+        router.get(RouterPath(Self.workerPath)) { request, _ in
+            // Browsers check for a new worker at least daily and on navigations; no-cache makes every check reach us.
+            var headers: HTTPFields = [.cacheControl: "no-cache", .eTag: workerETag]
+            if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: workerETag) {
+                return Response(status: .notModified, headers: headers)
+            }
+            headers[.contentType] = "text/javascript; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: worker))
+        }
+        // The same for everyone (no account, no form token), so one precached copy serves whoever is offline.
+        router.get(RouterPath(Self.offlinePagePath)) { _, _ in
+            Response(status: .ok, headers: pageHeaders, body: .init(byteBuffer: offlinePage))
+        }
+    }
+
+    private static func read(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw StartupError("offline: cannot read \(path)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The offline page's words; the list of what is kept is filled in by Public/offline.js from the browser's caches.
+struct OfflinePageView {
+    let heading = "You are offline"
+}
+
+/// Whose a page is, for the worker: pages of one person are kept apart from another's and dropped when someone else
+/// signs in. A digest of the user id, so the header names nobody; `public` for a page without a session.
+enum OfflineOwner {
+    static func name(of identity: Identity?) -> String {
+        guard let identity else { return "public" }
+        return SHA256.hash(data: Array("foyer offline owner \(identity.userId)".utf8)).prefix(12).hexString
+    }
+}
+
+extension HTTPField.Name {
+    static let offlineOwner = HTTPField.Name("Foyer-Offline-Owner")!
+}
