@@ -112,3 +112,120 @@ def test_visited_pages_open_offline_with_a_notice_and_others_open_the_offline_pa
     page.locator("main h1").wait_for()
     assert page.locator("#offline-notice").count() == 0
     context.close()
+
+
+def writes_logged(foyer, since: int) -> list[str]:
+    """The task writes Foyer answered after byte `since` of its log, in order: "POST /tasks 303" and the like."""
+    lines = pathlib.Path(foyer.log_path).read_text()[since:].splitlines()
+    return [line.split("[Foyer] ", 1)[1].rsplit(" ", 1)[0] for line in lines
+            if "[Foyer] " in line and any(f"] {method} /tasks" in line for method in ("POST", "PATCH", "PUT"))]
+
+
+def test_writes_made_offline_wait_then_reach_the_server_once_in_order(foyer, browser):  # noqa: F811
+    token = session_token(foyer)
+    suffix = uuid.uuid4().hex[:6]
+    edited = create_task(foyer, token, f"To edit {suffix}")
+    marked = create_task(foyer, token, f"To complete {suffix}")
+    context, page = controlled_page(browser, foyer)
+    for path in ["/tasks", f"/tasks/{edited['id']}", f"/tasks/{edited['id']}/edit", "/tasks/new"]:
+        page.goto(foyer.url + path)
+        page.locator("main h1").first.wait_for()
+    context.set_offline(True)
+
+    # A new task: the form opens from the kept copy, and the task waits in the list.
+    page.goto(foyer.url + "/tasks/new")
+    page.fill("input[name=title]", f"Made offline {suffix}")
+    page.click("main button[type=submit]")
+    page.wait_for_url(foyer.url + "/tasks")
+    waiting = page.locator("li.waiting-write", has_text=f"Made offline {suffix}")
+    waiting.wait_for()
+    assert waiting.locator(".waiting-badge").inner_text() == "Not sent yet"
+    screenshot(page, "waiting-write")
+
+    # An edit: waits on the task's own page.
+    page.goto(foyer.url + f"/tasks/{edited['id']}/edit")
+    page.fill("input[name=title]", f"Edited offline {suffix}")
+    page.click("main button[type=submit]")
+    page.wait_for_url(foyer.url + f"/tasks/{edited['id']}")
+    page.locator(".waiting-change", has_text=f"Edited offline {suffix}").wait_for()
+
+    # A status change from the list (Turbo asks for a stream answer): waits on its row.
+    page.goto(foyer.url + "/tasks")
+    page.locator(f"#task_{marked['id']} button", has_text="Complete").click()
+    page.locator(f"#task_{marked['id']} .waiting-change", has_text="marked Complete").wait_for()
+    assert page.locator("li.waiting-write", has_text=f"Made offline {suffix}").count() == 1
+    assert [t for t in all_tasks(foyer, token) if suffix in t["title"] and "Made" in t["title"]] == []
+
+    log_mark = len(pathlib.Path(foyer.log_path).read_text())
+    context.set_offline(False)  # the page's `online` event sends them
+    wait_until(lambda: page.locator(".waiting-write").count() == 0, what="the waiting writes to be sent")
+    page.reload()
+    page.locator("main h1").wait_for()
+    for _ in range(2):  # more `online` events, as a flaky network gives: nothing is sent twice
+        page.evaluate("window.dispatchEvent(new Event('online'))")
+    page.goto(foyer.url + "/tasks")
+    page.locator(f"#task_{marked['id']}[class*=status-COMPLETE]").wait_for()
+
+    tasks = {t["id"]: t for t in all_tasks(foyer, token)}
+    assert [t["title"] for t in tasks.values()].count(f"Made offline {suffix}") == 1
+    assert tasks[edited["id"]]["title"] == f"Edited offline {suffix}"
+    assert tasks[marked["id"]]["status"] == "COMPLETE"
+    sent = writes_logged(foyer, log_mark)
+    assert sent == ["POST /tasks 303", f"PATCH /tasks/{edited['id']} 303", f"POST /tasks/{marked['id']}/status 303"], sent
+    context.close()
+
+
+def test_an_edit_made_offline_to_a_task_changed_meanwhile_shows_the_conflict_page(foyer, browser):  # noqa: F811
+    token = session_token(foyer)
+    suffix = uuid.uuid4().hex[:6]
+    task = create_task(foyer, token, f"Contested {suffix}")
+    context, page = controlled_page(browser, foyer)
+    page.goto(foyer.url + f"/tasks/{task['id']}/edit")
+    page.locator("input[name=title]").wait_for()
+    context.set_offline(True)
+    page.fill("input[name=title]", f"Mine, offline {suffix}")
+    page.click("main button[type=submit]")
+    # The task's page was never opened here: the offline page lists the change as waiting.
+    page.locator("#offline-waiting-list li", has_text=f"Mine, offline {suffix}").wait_for()
+
+    code, body = post(foyer.url + "/graphql", {
+        "query": "mutation($id: ID!, $v: Int!, $t: String) { updateTask(id: $id, version: $v, title: $t) { version } }",
+        "variables": {"id": task["id"], "v": task["version"], "t": f"Theirs {suffix}"},
+    }, token)
+    assert code == 200 and b'"errors"' not in body, body
+
+    context.set_offline(False)
+    # The server's answer when the edit arrived, the same page an online edit gets: both versions, and the form.
+    page.locator("#server-version").wait_for()
+    assert f"Theirs {suffix}" in page.locator("#server-version").inner_text()
+    assert f"Mine, offline {suffix}" in page.locator("#my-version").inner_text()
+    screenshot(page, "refused-write")
+    page.click("main button[type=submit]")  # save mine over theirs, as online
+    page.wait_for_url(foyer.url + f"/tasks/{task['id']}")
+    wait_until(lambda: next(t for t in all_tasks(foyer, token) if t["id"] == task["id"])["title"] == f"Mine, offline {suffix}",
+               what="the edit saved over the latest")
+    assert page.locator(".waiting-write").count() == 0
+    context.close()
+
+
+def test_a_post_written_offline_waits_at_the_top_of_the_list_then_is_published_once(server, browser):  # noqa: F811
+    context, page = controlled_page(browser, server)
+    for path in ["/posts", "/posts/new"]:
+        page.goto(server.url + path)
+        page.locator("main h1").first.wait_for()
+    context.set_offline(True)
+    title = f"Written offline {uuid.uuid4().hex[:6]}"
+    page.goto(server.url + "/posts/new")
+    page.fill("input[name=title]", title)
+    page.fill("textarea[name=content]", "Typed in a tunnel.")
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/posts")
+    first = page.locator("ol.posts > li").first
+    first.locator(".waiting-badge").wait_for()
+    assert title in first.inner_text()
+    context.set_offline(False)
+    wait_until(lambda: page.locator(".waiting-write").count() == 0, what="the post to be sent")
+    page.goto(server.url + "/posts")
+    page.locator("ol.posts li", has_text=title).wait_for()
+    assert page.locator("ol.posts li", has_text=title).count() == 1
+    context.close()
