@@ -229,3 +229,102 @@ def test_a_post_written_offline_waits_at_the_top_of_the_list_then_is_published_o
     page.locator("ol.posts li", has_text=title).wait_for()
     assert page.locator("ol.posts li", has_text=title).count() == 1
     context.close()
+
+
+def kept_page_caches(page) -> list[str]:
+    return page.evaluate("caches.keys().then(names => names.filter(name => name.startsWith('foyer-pages-')))")
+
+
+def add_user(server, email: str, password: str):
+    from test_live import add_user as add
+    add(server, email, password)
+
+
+def test_after_sign_out_nothing_of_the_first_person_opens_offline_and_the_next_sees_only_their_own(server, browser):  # noqa: F811
+    token = session_token(server)
+    task = create_task(server, token, f"Private {uuid.uuid4().hex[:6]}")
+    context, page = controlled_page(browser, server)
+    for path in ["/tasks", f"/tasks/{task['id']}"]:
+        page.goto(server.url + path)
+        page.locator("main h1").first.wait_for()
+
+    with page.expect_response(lambda response: response.url.endswith("/sign_out")) as signed_out:
+        page.locator("nav button", has_text="Sign out").click()
+    assert signed_out.value.all_headers().get("clear-site-data") == '"cache", "storage"'
+    page.wait_for_url(server.url + "/")
+    # The storage the header cleared took the worker with it; the page registers it afresh.
+    wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
+    context.set_offline(True)
+    for path in ["/tasks", f"/tasks/{task['id']}"]:
+        page.goto(server.url + path)
+        page.locator("#offline-page").wait_for()
+        assert task["title"] not in page.locator("main").inner_text()
+    context.set_offline(False)
+
+    # Someone else signs in on this browser: only their own pages open offline.
+    email = f"next-{uuid.uuid4().hex[:6]}@foyer.test"
+    add_user(server, email, "next person password")
+    sign_in(page, server, email, "next person password")
+    page.goto(server.url + "/tasks/new")
+    page.locator("main h1").wait_for()
+    context.set_offline(True)
+    page.goto(server.url + "/tasks/new")
+    assert notice(page).startswith("Offline — showing this page as it was at ")
+    page.goto(server.url + f"/tasks/{task['id']}")
+    page.locator("#offline-page").wait_for()
+    assert page.locator("#offline-pages a[href='/tasks']").count() == 0
+    context.set_offline(False)
+
+    # A session lost without signing out (its cookie gone), then another person: the worker itself drops the pages
+    # of the one before, with no Clear-Site-Data to do it.
+    context.clear_cookies()
+    sign_in(page, server)
+    page.goto(server.url + "/tasks")
+    page.locator("main h1").wait_for()
+    mine = [name for name in kept_page_caches(page) if name != "foyer-pages-public"]
+    assert len(mine) == 1, mine
+    context.close()
+
+
+def test_a_session_revoked_elsewhere_leaves_no_page_of_its_person_offline(server, browser):  # noqa: F811
+    from test_edge import browser_session_id, revoke
+    context, page = controlled_page(browser, server)
+    page.goto(server.url + "/tasks")
+    page.locator("main h1").wait_for()
+    revoke(server, session_token(server), browser_session_id(server, context))
+    page.wait_for_url(server.url + "/sign_in")  # the stream's last event
+    page.locator("main input[name=password]").wait_for()
+    # Dropped, not merely hidden: only pages anyone may read are left.
+    wait_until(lambda: set(kept_page_caches(page)) <= {"foyer-pages-public"}, what="the person's kept pages to be dropped")
+    context.set_offline(True)
+    page.goto(server.url + "/tasks")
+    page.locator("#offline-page").wait_for()
+    context.close()
+
+
+def test_offline_false_serves_a_worker_that_removes_itself(tmp_path, browser):  # noqa: F811
+    from conftest import RunningServer
+    for folder in ("on", "off"):
+        (tmp_path / folder).mkdir()
+    running = RunningServer(tmp_path / "on")
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(running.url + "/posts")
+        wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
+        assert page.evaluate("caches.keys()") != []
+    finally:
+        running.stop()
+    # The same address, offline turned off: pages no longer load the script, and the worker, on its next update
+    # check, replaces itself with one that drops every cache and unregisters.
+    running = RunningServer(tmp_path / "off", port=running.port, extra_args=["--offline", "false"])
+    try:
+        page.goto(running.url + "/posts")
+        assert page.locator("script[src='/offline.js']").count() == 0
+        page.evaluate("navigator.serviceWorker.getRegistration().then(registration => registration && registration.update())")
+        wait_until(lambda: page.evaluate("navigator.serviceWorker.getRegistrations().then(all => all.length)") == 0,
+                   what="the worker to unregister itself")
+        assert page.evaluate("caches.keys()") == []
+    finally:
+        running.stop()
+        context.close()
