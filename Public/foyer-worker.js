@@ -89,7 +89,10 @@ async function cacheFirst(request) {
 }
 
 async function staleWhileRevalidate(event, request, page) {
-  const fresh = fetch(request).then(async (response) => { await keep(request, response.clone()); return response })
+  const fresh = fetch(request).then((response) => {
+    event.waitUntil(keep(request, response.clone()).then(sendWaiting))
+    return response
+  })
   const copy = await keptCopy(request, { marked: false })
   if (copy) {
     event.waitUntil(fresh.catch(() => null))
@@ -111,6 +114,8 @@ async function keep(request, response) {
   if (!owner) return
   await becomeOwner(owner)
   if (response.status !== 200 || response.redirected || response.type !== "basic") return
+  // A frame's answer may be only the frame, not the page at its address (offline, a kept whole page serves a frame).
+  if (request.headers.has("Turbo-Frame")) return
   if (!(response.headers.get("Content-Type") || "").startsWith("text/html")) return
   // The flash notice was for that moment ("Task saved"), not for every later reading of the copy.
   const html = (await response.text()).replace(/(<div id="flash"[^>]*>)[^<]*(<\/div>)/, "$1$2")
@@ -231,11 +236,16 @@ async function sendInOrder() {
   await tellPages({ type: "writes-changed" })
 }
 
+// A refused write's page stays a few minutes after it was first shown (a reload shows it again), then goes.
+const refusedShownFor = 10 * 60 * 1000
+
 async function refusedAnswer(key) {
   const write = (await allWrites()).find((write) => write.key === key && write.state === "refused")
   if (!write) return fetch(`/offline/refused/${key}`)
-  await deleteWrite(key)
-  await tellPages({ type: "writes-changed" })
+  if (!write.shownAt) {
+    await putWrite({ ...write, shownAt: Date.now() })
+    await tellPages({ type: "writes-changed" })
+  }
   const headers = { "Content-Type": "text/html; charset=utf-8", "Foyer-Refused-Status": String(write.answer.status) }
   return new Response(write.answer.html, { status: 200, headers })
 }
@@ -267,7 +277,12 @@ async function offlineState() {
       pages.push({ url: url.pathname + url.search, title, keptAt: copy.headers.get("Foyer-Kept-At") })
     }
   }
-  return { owner, pages, writes: (await allWrites()).filter((write) => write.owner === owner) }
+  const writes = []
+  for (const write of await allWrites()) {
+    if (write.shownAt && Date.now() - write.shownAt > refusedShownFor) await deleteWrite(write.key)
+    else if (write.owner === owner && !write.shownAt) writes.push(write)
+  }
+  return { owner, pages, writes }
 }
 
 async function tellPages(message) {

@@ -113,9 +113,19 @@
     if (!state) return
     showWaiting(state.writes)
     showOfflinePage(state)
-    // A change refused when it arrived is shown as the page the server answered, once.
+    showRefused(state)
+  }
+
+  // A change refused when it arrived is shown as the page the server answered, once. True when it goes there.
+  let showingRefused = null
+  function showRefused(state) {
     const refused = state.writes.find((write) => write.state === "refused")
-    if (refused && document.visibilityState === "visible") Turbo.visit(`/offline/refused/${refused.key}`)
+    if (!refused || document.visibilityState !== "visible") return false
+    if (showingRefused !== refused.key) {
+      showingRefused = refused.key
+      Turbo.visit(`/offline/refused/${refused.key}`)
+    }
+    return true
   }
 
   document.addEventListener("turbo:load", () => {
@@ -131,6 +141,8 @@
   // The network is back: send what waits, then replace a kept copy with the page as it is now.
   window.addEventListener("online", async () => {
     await askWorker("send-waiting")
+    const state = await askWorker("offline-state")
+    if (state && showRefused(state)) return
     if (document.body.dataset.offlineCopy || document.getElementById("offline-page")) Turbo.visit(location.href, { action: "replace" })
   })
 })()

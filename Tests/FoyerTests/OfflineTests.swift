@@ -37,20 +37,12 @@ import Testing
         let cases: [(String, String)] = [
             (#"{"rules": [{"patterns": ["/x"], "properties": {"offline": "forever"}}]}"#, "rules[0].properties.offline must be one of network-first, cache-first"),
             (#"{"rules": [{"patterns": ["/x"], "properties": {"offline_writes": "later"}}]}"#, #"offline_writes can only be "queue""#),
-            (#"{"settings": {"offline": {"max_entries": 0}}, "rules": []}"#, "settings.offline.max_entries must be a positive whole number"),
-            (#"{"settings": {"offline": {"max_age": "1d"}}, "rules": []}"#, "settings.offline.max_age must be a positive whole number"),
-            (#"{"settings": {"offline": {"max_pages": 5}}, "rules": []}"#, "unknown key settings.offline.max_pages"),
+            (#"{"settings": {"offline_max_entries": 0}, "rules": []}"#, "settings.offline_max_entries must be a positive whole number"),
+            (#"{"settings": {"offline_max_age": "1d"}, "rules": []}"#, "settings.offline_max_age must be a positive whole number"),
             (#"{"rules": [{"patterns": [".*"], "properties": {"offline": "network-first"}}]}"#, "a rule keeps /graphql offline (network-first)"),
             (#"{"rules": [{"patterns": ["^/streams/"], "properties": {"offline": "cache-first"}}]}"#, "a rule keeps /streams/tasks offline"),
         ]
-        for (json, expected) in cases {
-            do {
-                _ = try PathConfiguration(data: Data(json.utf8))
-                Issue.record("accepted \(json)")
-            } catch {
-                #expect("\(error)".contains(expected), "\(json): \(error)")
-            }
-        }
+        PathConfigurationTests.expectRefused(cases)
     }
 
     @Test func aLaterRuleWinsAsInNativeShells() throws {

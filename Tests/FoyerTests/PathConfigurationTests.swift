@@ -84,12 +84,17 @@ import Testing
             (#"{"rules": [], "setings": {}}"#, "unknown top-level key \"setings\""),
             (#"{"rules": [{"patterns": ["/x"], "properties": {}}]}"#, "android rules must start with a catch-all"),
         ]
+        Self.expectRefused(cases)
+    }
+
+    /// Each file is refused with an error that contains its expected words.
+    static func expectRefused(_ cases: [(json: String, expected: String)], sourceLocation: SourceLocation = #_sourceLocation) {
         for (json, expected) in cases {
             do {
                 _ = try PathConfiguration(data: Data(json.utf8))
-                Issue.record("accepted \(json)")
+                Issue.record("accepted \(json)", sourceLocation: sourceLocation)
             } catch {
-                #expect("\(error)".contains(expected), "\(json): \(error)")
+                #expect("\(error)".contains(expected), "\(json): \(error)", sourceLocation: sourceLocation)
             }
         }
     }

@@ -226,7 +226,8 @@ def test_a_change_arriving_while_the_page_is_being_left_is_not_lost(server, brow
     """The post is written just after the next page's answer left Foyer, so its event reaches the old page in the
     frame Turbo swaps the body: the page must not count that event as seen unless it was applied (a CI failure)."""
     token = session_token(server)
-    context = browser.new_context()
+    # Playwright cannot route requests a service worker answers: this test routes, so the worker is kept out.
+    context = browser.new_context(service_workers="block")
     try:
         page = context.new_page()
         for delay_ms in range(0, 32, 2):
@@ -378,7 +379,8 @@ def test_a_task_made_at_the_upstream_reaches_open_pages_over_one_socket(upstream
 def test_an_upstream_restart_reloads_open_lists(tmp_path, browser):  # noqa: F811
     peer = TaskServer(tmp_path, token="restart-token")
     foyer = RunningServer(tmp_path, extra_env={"FOYER_GRAPHQL_TOKEN": peer.token}, extra_args=["--graphql-url", peer.url])
-    context = browser.new_context()
+    # Playwright cannot route requests a service worker answers: this test routes, so the worker is kept out.
+    context = browser.new_context(service_workers="block")
     try:
         status, body = post(peer.url, {"query": 'mutation { createTask(title: "Before the restart", description: "d") { id } }'}, peer.token)
         assert status == 200, body

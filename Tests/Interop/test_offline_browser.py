@@ -106,11 +106,26 @@ def test_visited_pages_open_offline_with_a_notice_and_others_open_the_offline_pa
     assert {"/tasks", f"/tasks/{task['id']}", "/posts"} <= set(kept), kept
     screenshot(page, "offline-page")
 
-    # Back online: the page as it is now, without the notice.
+    # Back online, a kept copy becomes the page as it is now, by itself: what changed meanwhile shows, the notice goes.
+    page.goto(foyer.url + "/tasks")
+    notice(page)
+    meanwhile = create_task(foyer, token, f"Made while away {uuid.uuid4().hex[:6]}")
     context.set_offline(False)
+    page.locator("li.task", has_text=meanwhile["title"]).wait_for()
+    assert page.locator("#offline-notice").count() == 0
+    context.close()
+
+
+def test_a_live_page_catches_up_with_what_changed_while_the_network_was_away(foyer, browser):  # noqa: F811
+    token = session_token(foyer)
+    context, page = controlled_page(browser, foyer)
     page.goto(foyer.url + "/tasks")
     page.locator("main h1").wait_for()
-    assert page.locator("#offline-notice").count() == 0
+    wait_for_page(page, "document.querySelector('turbo-stream-source').source.readyState === EventSource.OPEN")
+    context.set_offline(True)
+    meanwhile = create_task(foyer, token, f"Changed while offline {uuid.uuid4().hex[:6]}")
+    context.set_offline(False)
+    page.locator("li.task", has_text=meanwhile["title"]).wait_for(timeout=15000)
     context.close()
 
 
@@ -328,3 +343,59 @@ def test_offline_false_serves_a_worker_that_removes_itself(tmp_path, browser):  
     finally:
         running.stop()
         context.close()
+
+
+def test_a_native_shells_page_marks_its_webview_so_the_workers_requests_render_native_too(server, browser):  # noqa: F811
+    from conftest import curl_response
+    from test_browser import NATIVE_USER_AGENT
+    context = browser.new_context(user_agent=NATIVE_USER_AGENT)
+    page = context.new_page()
+    page.goto(server.url + "/posts")
+    wait_for_page(page, "document.cookie.split('; ').includes('native_shell=1')")
+    # A worker's request carries the WebView's default User-Agent (curl's, here) and the WebView's cookies.
+    _, _, plain = curl_response(server.url + "/posts")
+    _, _, marked = curl_response(server.url + "/posts", "-H", "Cookie: native_shell=1")
+    assert '<body class="native">' not in plain
+    assert '<body class="native">' in marked
+    context.close()
+
+    web = browser.new_context()
+    page = web.new_page()
+    page.goto(server.url + "/posts")
+    wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
+    assert "native_shell" not in page.evaluate("document.cookie")
+    web.close()
+
+
+def test_kept_pages_are_bounded_in_number_and_age(tmp_path, browser):  # noqa: F811
+    from conftest import REPO, RunningServer
+    rules = json.loads((REPO / "path_configuration.json").read_text())
+    rules["settings"] = {"offline_max_entries": 2, "offline_max_age": 3}
+    (tmp_path / "path_configuration.json").write_text(json.dumps(rules))
+    running = RunningServer(tmp_path, extra_args=["--path-configuration", str(tmp_path / "path_configuration.json")])
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(running.url + "/posts")
+        wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
+        for path in ["/posts", "/posts?page=2", "/posts?page=3"]:
+            page.goto(running.url + path)
+            page.locator("main h1").wait_for()
+        context.set_offline(True)
+        # Two kept, the oldest dropped: the newest two open, the first does not.
+        page.goto(running.url + "/posts?page=3")
+        assert notice(page).startswith("Offline")
+        page.goto(running.url + "/posts?page=2")
+        assert notice(page).startswith("Offline")
+        page.goto(running.url + "/posts")
+        page.locator("#offline-page").wait_for()
+
+        # Three seconds after it was kept, a copy is too old to show.
+        def too_old():
+            page.goto(running.url + "/posts?page=3")
+            page.locator("main h1").first.wait_for()
+            return page.locator("#offline-page").count() == 1
+        wait_until(too_old, seconds=10, what="the kept copy to age out")
+        context.close()
+    finally:
+        running.stop()

@@ -4,7 +4,8 @@ import Foundation
 /// rules, so native shells (which ignore it) and the worker read one declaration. As for native shells, rules are
 /// tried in order and the last one that matches and names `offline` wins; a path no rule names is not kept.
 /// `offline_writes: "queue"` lets a form posted to the path wait in the browser while the network is away.
-/// `settings.offline` bounds what is kept: `max_entries` pages per person, each at most `max_age` seconds old.
+/// Two settings bound what is kept: `offline_max_entries` pages per person, each at most `offline_max_age` seconds
+/// old (flat numbers: turbo-android v1 reads settings as a map of strings, and a nested object would fail its parse).
 struct OfflineRules: Sendable {
     enum Strategy: String, CaseIterable, Sendable {
         case networkFirst = "network-first", cacheFirst = "cache-first", staleWhileRevalidate = "stale-while-revalidate", none
@@ -44,12 +45,8 @@ struct OfflineRules: Sendable {
             guard strategy != nil || queuesWrites else { return nil }
             return Rule(patterns: rule["patterns"] as? [String] ?? [], strategy: strategy, queuesWrites: queuesWrites)
         }
-        let bounds = settings["offline"] as? [String: Any] ?? [:]
-        for key in bounds.keys where !["max_entries", "max_age"].contains(key) {
-            throw problem("unknown key settings.offline.\(key) (expected max_entries, max_age)")
-        }
-        maxEntries = try Self.positive(bounds["max_entries"], default: Self.standardMaxEntries, at: "settings.offline.max_entries", problem)
-        maxAge = try Self.positive(bounds["max_age"], default: Self.standardMaxAge, at: "settings.offline.max_age", problem)
+        maxEntries = try Self.positive(settings["offline_max_entries"], default: Self.standardMaxEntries, at: "settings.offline_max_entries", problem)
+        maxAge = try Self.positive(settings["offline_max_age"], default: Self.standardMaxAge, at: "settings.offline_max_age", problem)
         for path in Self.neverKept {
             if let strategy = strategy(for: path), strategy != .none {
                 throw problem("a rule keeps \(path) offline (\(strategy.rawValue)); streams, /graphql and the worker are never kept: add a rule with \"offline\": \"none\" after it")
