@@ -15,7 +15,7 @@ from test_browser import NATIVE_USER_AGENT, browser  # noqa: F401  (the shared C
 from test_graphql import session_token
 
 SIGNED_IN_PAGES = ["/", "/posts", "/posts/1", "/tasks", "/tasks/{task}", "/tasks/new", "/account", "/posts/new"]
-ANONYMOUS_PAGES = ["/", "/posts", "/posts/1", "/sign_in"]
+ANONYMOUS_PAGES = ["/", "/posts", "/posts/1", "/sign_in", "/offline"]
 
 
 @pytest.fixture(scope="module")
