@@ -122,13 +122,17 @@ async function keep(request, response) {
   const headers = new Headers(response.headers)
   headers.set("Foyer-Kept-At", new Date().toISOString())
   const title = /<title>([^<]*)<\/title>/.exec(html)
-  if (title) headers.set("Foyer-Title", encodeURIComponent(title[1].replace(/ · Foyer$/, "")))
+  if (title) headers.set("Foyer-Title", encodeURIComponent(unescapeHTML(title[1]).replace(/ · Foyer$/, "")))
   const cache = await caches.open(pagesCachePrefix + owner)
   await cache.put(pageKey(request), new Response(html, { status: 200, headers }))
   // Oldest first: a page kept again moves to the end.
   const keys = await cache.keys()
   for (const old of keys.slice(0, Math.max(0, keys.length - settings.maxEntries))) await cache.delete(old)
 }
+
+// A title as the page's HTML escapes it (views escape & < > " '), as text again.
+const unescapeHTML = (html) =>
+  html.replace(/&(amp|lt|gt|quot|#39|#x27);/g, (_, name) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'", "#x27": "'" })[name])
 
 // Turbo asks for a page by fetch, a navigation by the browser: one copy serves both.
 const pageKey = (request) => new Request(request.url, { method: "GET" })

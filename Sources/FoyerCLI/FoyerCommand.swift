@@ -74,6 +74,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "URL of Turbo's JavaScript (env FOYER_TURBO_URL; default /turbo.min.js from Public/)")
     var turboURL: String?
 
+    @Option(help: "Pages work offline: a service worker keeps visited pages and holds writes until the network is back (env FOYER_OFFLINE; default true)")
+    var offline: Bool?
+
     @Flag(help: "Always mark the session cookie Secure (env FOYER_SECURE_COOKIES=1); it is anyway when X-Forwarded-Proto is https")
     var secureCookies = false
 
@@ -124,9 +127,6 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Keycloak client id (env FOYER_KEYCLOAK_CLIENT_ID; its secret only from env FOYER_KEYCLOAK_CLIENT_SECRET)")
     var keycloakClientID: String?
-
-    @Option(help: "Pages work offline: a service worker keeps visited pages and holds writes until the network is back (env FOYER_OFFLINE; default true)")
-    var offline: Bool?
 
     @Option(help: "Client ids whose Keycloak access tokens are accepted as Bearer, comma-separated (env FOYER_KEYCLOAK_AUDIENCE; default: the client id)")
     var keycloakAudience: String?
@@ -234,6 +234,9 @@ struct Serve: AsyncParsableCommand {
         config.resourcesDirectory = root ?? environment["FOYER_ROOT"] ?? config.resourcesDirectory
         config.pathConfigurationFile = pathConfiguration ?? environment["FOYER_PATH_CONFIGURATION"]
         config.turboScriptURL = turboURL ?? environment["FOYER_TURBO_URL"] ?? config.turboScriptURL
+        if let offline = offline ?? environment["FOYER_OFFLINE"].flatMap({ Bool($0.lowercased()) }) {
+            config.offline = offline
+        }
         config.secureCookies = secureCookies || environment["FOYER_SECURE_COOKIES"] == "1"
         config.trustProxy = trustProxy || environment["FOYER_TRUST_PROXY"] == "1"
         if let level = (logLevel ?? environment["LOG_LEVEL"]).flatMap({ Logger.Level(rawValue: $0) }) {
@@ -265,9 +268,6 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--graphql-cache-scope: \"\(text)\" is not a scope; write user or shared")
             }
             config.graphQLCache.scope = scope
-        }
-        if let offline = offline ?? environment["FOYER_OFFLINE"].flatMap({ Bool($0.lowercased()) }) {
-            config.offline = offline
         }
         config.mobileServicesFile = mobileServices ?? environment["FOYER_MOBILE_SERVICES"]
         config.keycloakURL = keycloakURL ?? environment["FOYER_KEYCLOAK_URL"]

@@ -72,7 +72,7 @@ def screenshot(page, name):
 
 def test_visited_pages_open_offline_with_a_notice_and_others_open_the_offline_page(foyer, browser):  # noqa: F811
     token = session_token(foyer)
-    task = create_task(foyer, token, f"Read offline {uuid.uuid4().hex[:6]}")
+    task = create_task(foyer, token, f"Read offline {uuid.uuid4().hex[:6]} & 'co' <b>")
     context, page = controlled_page(browser, foyer)
     for path in ["/tasks", f"/tasks/{task['id']}", "/posts"]:
         page.goto(foyer.url + path)
@@ -104,6 +104,7 @@ def test_visited_pages_open_offline_with_a_notice_and_others_open_the_offline_pa
     page.locator("#offline-pages li").first.wait_for()
     kept = page.locator("#offline-pages a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
     assert {"/tasks", f"/tasks/{task['id']}", "/posts"} <= set(kept), kept
+    assert page.locator(f"#offline-pages a[href='/tasks/{task['id']}']").inner_text() == task["title"]
     screenshot(page, "offline-page")
 
     # Back online, a kept copy becomes the page as it is now, by itself: what changed meanwhile shows, the notice goes.
