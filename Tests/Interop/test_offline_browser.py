@@ -168,8 +168,11 @@ def test_writes_made_offline_wait_then_reach_the_server_once_in_order(foyer, bro
     # A status change from the list (Turbo asks for a stream answer): waits on its row.
     page.goto(foyer.url + "/tasks")
     page.locator(f"#task_{marked['id']} button", has_text="Complete").click()
-    page.locator(f"#task_{marked['id']} .waiting-change", has_text="marked Complete").wait_for()
-    assert page.locator("li.waiting-write", has_text=f"Made offline {suffix}").count() == 1
+    # The worker's message may mark the row on the list being left, just before Turbo shows the list again: wait
+    # for the list that stays to show both.
+    wait_until(lambda: page.locator(f"#task_{marked['id']} .waiting-change", has_text="marked Complete").count() == 1
+               and page.locator("li.waiting-write", has_text=f"Made offline {suffix}").count() == 1,
+               what="the status change and the new task shown waiting on the list")
     assert [t for t in all_tasks(foyer, token) if suffix in t["title"] and "Made" in t["title"]] == []
 
     log_mark = len(pathlib.Path(foyer.log_path).read_text())
@@ -276,6 +279,7 @@ def test_after_sign_out_nothing_of_the_first_person_opens_offline_and_the_next_s
         page.locator("#offline-page").wait_for()
         assert task["title"] not in page.locator("main").inner_text()
     context.set_offline(False)
+    page.locator("#offline-page").wait_for(state="detached")  # back online, it becomes the page asked for
 
     # Someone else signs in on this browser: only their own pages open offline.
     email = f"next-{uuid.uuid4().hex[:6]}@foyer.test"
@@ -290,6 +294,7 @@ def test_after_sign_out_nothing_of_the_first_person_opens_offline_and_the_next_s
     page.locator("#offline-page").wait_for()
     assert page.locator("#offline-pages a[href='/tasks']").count() == 0
     context.set_offline(False)
+    page.locator("#offline-page").wait_for(state="detached")  # back online, the offline page becomes the task's
 
     # A session lost without signing out (its cookie gone), then another person: the worker itself drops the pages
     # of the one before, with no Clear-Site-Data to do it.
