@@ -96,6 +96,7 @@ import Testing
         }
         #expect(refusal?.status == .conflict)
         #expect(refusal?.code == "IDEMPOTENCY_KEY_IN_USE")
+        #expect(refusal?.headers[.retryAfter] == "1")
         release.continuation.yield()
         #expect(try await first.status == .created)
         let replayed = try await setup.other.respond(key: "k-3", caller: setup.ada, fingerprint: "f") { Handler().run() }

@@ -64,8 +64,9 @@ def test_a_mutation_sent_again_while_the_first_runs_is_409_and_reaches_the_upstr
         answers = list(pool.map(send, range(4)))
     statuses = sorted(status for status, _, _ in answers)
     assert statuses == [200, 409, 409, 409], answers
-    refused = next(body for status, _, body in answers if status == 409)
+    refused_headers, refused = next((headers, body) for status, headers, body in answers if status == 409)
     assert refused["errors"][0]["extensions"]["code"] == "IDEMPOTENCY_KEY_IN_USE"
+    assert refused_headers["Retry-After"] == "1"  # unlike a conflict of versions: send it again soon
     assert calls(peer.url, f"mutation {name}") == 1
 
     status, headers, replayed = send(None)

@@ -23,8 +23,7 @@ struct ErrorMiddleware: RouterMiddleware {
         var response = answer(to: error, request: request, context: context)
         // The rest of a body too large to read is not read: the connection closes after the answer.
         if response.status == .contentTooLarge { response.headers[.connection] = "close" }
-        // A key still in use is worth sending again soon, unlike a conflict of versions (also 409): this tells them apart.
-        if let refusal = error as? IdempotencyRefusal, refusal.status == .conflict { response.headers[.retryAfter] = "1" }
+        if let refusal = error as? IdempotencyRefusal { response.headers.append(contentsOf: refusal.headers) }
         return response
     }
 

@@ -122,6 +122,7 @@ struct GraphQLRefusal: Error, Sendable {
 
     init(_ refusal: IdempotencyRefusal) {
         self.init(refusal.status, refusal.message, code: refusal.code)
+        headers = refusal.headers
     }
 
     var body: ByteBuffer {

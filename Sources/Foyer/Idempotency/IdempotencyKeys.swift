@@ -65,9 +65,11 @@ struct IdempotencyKeys: Sendable {
         case .claimed:
             break
         case .running:
+            // Worth sending again soon, unlike a conflict of versions (also 409): the header tells them apart.
             throw IdempotencyRefusal(
                 .conflict, code: "IDEMPOTENCY_KEY_IN_USE",
-                "A request with this Idempotency-Key is still being processed. Send it again once that one has answered."
+                "A request with this Idempotency-Key is still being processed. Send it again once that one has answered.",
+                headers: [.retryAfter: "1"]
             )
         case .otherRequest:
             throw IdempotencyRefusal(
@@ -113,16 +115,19 @@ struct IdempotencyKeys: Sendable {
     }
 }
 
-/// A key that cannot be used: a page or `{"error"}` by ErrorMiddleware, a GraphQL error with `code` at `/graphql`.
+/// A key that cannot be used: a page or `{"error"}` by ErrorMiddleware, a GraphQL error with `code` at `/graphql`;
+/// either way with `headers`.
 struct IdempotencyRefusal: Error {
     let status: HTTPResponse.Status
     let code: String
     let message: String
+    let headers: HTTPFields
 
-    init(_ status: HTTPResponse.Status, code: String, _ message: String) {
+    init(_ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
     }
 
     var appError: AppError { AppError(status, message: message) }
