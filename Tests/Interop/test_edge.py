@@ -220,11 +220,13 @@ def revoke(server, token: str, session_id: str = "current"):
         assert response.status == 204
 
 
-def create_task(server, token: str, title: str):
+def create_task(server, token: str, title: str) -> dict:
+    """Through Foyer's /graphql: the new task's id, version and title."""
     status, body = post(server.url + "/graphql", {
-        "query": "mutation($t: String!) { createTask(title: $t, description: \"edge\") { id } }", "variables": {"t": title},
+        "query": "mutation($t: String!) { createTask(title: $t, description: \"edge\") { id version title } }", "variables": {"t": title},
     }, token)
     assert status == 200 and b'"errors"' not in body, body
+    return json.loads(body)["data"]["createTask"]
 
 
 def test_a_task_page_whose_session_is_revoked_from_another_device_lands_on_sign_in(server, browser):  # noqa: F811

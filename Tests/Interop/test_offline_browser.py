@@ -12,9 +12,11 @@ import zoneinfo
 
 import pytest
 
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, wait_for_page, wait_until
-from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer, curl_response, wait_for_page, wait_until
+from test_browser import NATIVE_USER_AGENT, browser  # noqa: F401  (the shared Chromium fixture)
+from test_edge import browser_session_id, create_task, revoke
 from test_graphql import post, session_token
+from test_live import add_user
 from test_posts_browser import sign_in
 
 ZONE = "Asia/Tokyo"  # not the machine's: the notice must be in the reader's zone
@@ -34,17 +36,6 @@ def controlled_page(browser, foyer, email=DEMO_EMAIL, password=DEMO_PASSWORD):  
     sign_in(page, foyer, email, password)
     wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
     return context, page
-
-
-def create_task(foyer, token, title, status="OPEN") -> dict:
-    code, body = post(
-        foyer.url + "/graphql",
-        {"query": "mutation($t: String!, $s: TaskStatus) { createTask(title: $t, description: \"made offline test\", status: $s) { id version title } }",
-         "variables": {"t": title, "s": status}},
-        token,
-    )
-    assert code == 200, body
-    return json.loads(body)["data"]["createTask"]
 
 
 def all_tasks(foyer, token) -> list[dict]:
@@ -254,11 +245,6 @@ def kept_page_caches(page) -> list[str]:
     return page.evaluate("caches.keys().then(names => names.filter(name => name.startsWith('foyer-pages-')))")
 
 
-def add_user(server, email: str, password: str):
-    from test_live import add_user as add
-    add(server, email, password)
-
-
 def test_after_sign_out_nothing_of_the_first_person_opens_offline_and_the_next_sees_only_their_own(server, browser):  # noqa: F811
     token = session_token(server)
     task = create_task(server, token, f"Private {uuid.uuid4().hex[:6]}")
@@ -308,7 +294,6 @@ def test_after_sign_out_nothing_of_the_first_person_opens_offline_and_the_next_s
 
 
 def test_a_session_revoked_elsewhere_leaves_no_page_of_its_person_offline(server, browser):  # noqa: F811
-    from test_edge import browser_session_id, revoke
     context, page = controlled_page(browser, server)
     page.goto(server.url + "/tasks")
     page.locator("main h1").wait_for()
@@ -324,7 +309,6 @@ def test_a_session_revoked_elsewhere_leaves_no_page_of_its_person_offline(server
 
 
 def test_offline_false_serves_a_worker_that_removes_itself(tmp_path, browser):  # noqa: F811
-    from conftest import RunningServer
     for folder in ("on", "off"):
         (tmp_path / folder).mkdir()
     running = RunningServer(tmp_path / "on")
@@ -352,8 +336,6 @@ def test_offline_false_serves_a_worker_that_removes_itself(tmp_path, browser):  
 
 
 def test_a_native_shells_page_marks_its_webview_so_the_workers_requests_render_native_too(server, browser):  # noqa: F811
-    from conftest import curl_response
-    from test_browser import NATIVE_USER_AGENT
     context = browser.new_context(user_agent=NATIVE_USER_AGENT)
     page = context.new_page()
     page.goto(server.url + "/posts")
@@ -374,7 +356,6 @@ def test_a_native_shells_page_marks_its_webview_so_the_workers_requests_render_n
 
 
 def test_kept_pages_are_bounded_in_number_and_age(tmp_path, browser):  # noqa: F811
-    from conftest import REPO, RunningServer
     rules = json.loads((REPO / "path_configuration.json").read_text())
     rules["settings"] = {"offline_max_entries": 2, "offline_max_age": 3}
     (tmp_path / "path_configuration.json").write_text(json.dumps(rules))
