@@ -295,16 +295,25 @@ async function tellPages(message) {
 
 // --- IndexedDB: "writes" by key, in the order made; "state" holds whose pages are kept -----------------------------
 
+// Opened once for the worker's life (every page fetched reads whose it is), and again only if the browser closes it
+// (Clear-Site-Data, storage pressure) or another version asks it to.
+let opened = null
 function database() {
-  return new Promise((resolve, reject) => {
+  opened = opened || new Promise((resolve, reject) => {
     const request = indexedDB.open("foyer-offline", 1)
     request.onupgradeneeded = () => {
       request.result.createObjectStore("writes", { keyPath: "key" }).createIndex("made", "made")
       request.result.createObjectStore("state")
     }
-    request.onsuccess = () => resolve(request.result)
-    request.onerror = () => reject(request.error)
+    request.onsuccess = () => {
+      const db = request.result
+      db.onclose = () => { opened = null }
+      db.onversionchange = () => { db.close(); opened = null }
+      resolve(db)
+    }
+    request.onerror = () => { opened = null; reject(request.error) }
   })
+  return opened
 }
 
 async function transaction(store, mode, work) {
@@ -312,8 +321,8 @@ async function transaction(store, mode, work) {
   return new Promise((resolve, reject) => {
     const tx = db.transaction(store, mode)
     const request = work(tx.objectStore(store))
-    tx.oncomplete = () => { db.close(); resolve(request && request.result) }
-    tx.onerror = tx.onabort = () => { db.close(); reject(tx.error) }
+    tx.oncomplete = () => resolve(request && request.result)
+    tx.onerror = tx.onabort = () => reject(tx.error)
   })
 }
 
