@@ -218,6 +218,12 @@ final class RawConnection: @unchecked Sendable {
         return try await read(until: marker, within: .seconds(5)).text
     }
 
+    /// Sends `text` and reads until the server closes, or `limit` passes.
+    func send(_ text: String, readingToEndWithin limit: Duration) async throws -> (text: String, closed: Bool) {
+        try await channel.writeAndFlush(ByteBuffer(string: text))
+        return try await read(until: nil, within: limit)
+    }
+
     func readToEnd(within limit: Duration) async throws -> (text: String, closed: Bool) {
         try await read(until: nil, within: limit)
     }

@@ -50,7 +50,7 @@ public func buildApplication(
                     configuration: .init(
                         http1: .init(
                             additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
-                            httpDecoderConfiguration: EdgeGuardedChannel<HTTP1WebSocketUpgradeChannel>.decoderLimits
+                            httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
                         ),
                         ws: .init(maxFrameSize: GraphQLController.maximumBodySize)
                     )

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -164,10 +165,10 @@ struct EdgeAnswer: Sendable {
 }
 
 /// Hummingbird's HTTP/1.1 channel with websocket upgrades, with the edge on each connection: its tap before NIO's
-/// decoder, its rules right after it.
-struct EdgeGuardedChannel<Wrapped: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Wrapped.Value
-    let wrapped: Wrapped
+/// decoder, its rules right after it. Requests that are not upgrades are read by `HTTPConnection`.
+struct EdgeGuardedChannel: ServerChildChannel {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    let wrapped: HTTP1WebSocketUpgradeChannel
     let edge: Edge
     /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
     let upgradePaths: Set<String>
@@ -199,6 +200,11 @@ struct EdgeGuardedChannel<Wrapped: ServerChildChannel>: ServerChildChannel {
     }
 
     func handle(value: Value, logger: Logger) async {
-        await wrapped.handle(value: value, logger: logger)
+        guard let negotiated = value.negotiated, case .notUpgraded(let http)? = try? await negotiated.get() else {
+            // Websockets, refused upgrades, and first requests that never came are Hummingbird's.
+            await wrapped.handle(value: value, logger: logger)
+            return
+        }
+        await HTTPConnection(responder: wrapped.responder).serve(http, logger: logger)
     }
 }

@@ -14,6 +14,8 @@ final class EdgeTap: ChannelInboundHandler, RemovableChannelHandler {
     /// After a refusal nothing more is read: bytes that follow are never answered as another request.
     var closing = false
     private var counted = false
+    /// The server began a graceful shutdown: a response that takes the connection over later ends at once.
+    private(set) var quiescing = false
 
     init(edge: Edge) {
         self.edge = edge
@@ -48,6 +50,11 @@ final class EdgeTap: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         counted = true
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent { quiescing = true }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

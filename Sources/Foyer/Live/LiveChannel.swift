@@ -170,23 +170,39 @@ final class LiveChannel: Sendable {
     /// the connection closes or falls behind, the subscriber is ended, the server shuts down, or the task is cancelled.
     /// `subscriber`: the number `subscribed` gave.
     func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64) async -> Ending {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (ending: CheckedContinuation<Ending, Never>) in
+                follow(connection, after: cursor, subscriber: subscriber) { ending.resume(returning: $0) }
+            }
+        } onCancel: {
+            state.withLockedValue { _ = $0.cancelledSubscribers.insert(subscriber) }
+            stop(subscriber: subscriber, on: connection.channel.eventLoop, .cancelled)
+        }
+    }
+
+    /// `follow` without a task waiting on it: `ended` is called once, on the connection's event loop, when following
+    /// stops and why. What holds the subscriber (its number from `subscribe`) lets it go there.
+    func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64, ended: @escaping @Sendable (Ending) -> Void) {
         let eventLoop = connection.channel.eventLoop
-        let loop = state.withLockedValue { state in
+        let loop = loop(of: eventLoop)
+        eventLoop.execute {
+            loop.add(LoopSubscribers.Follower(id: subscriber, connection: connection, cursor: cursor, ending: ended))
+        }
+    }
+
+    /// Stops following one subscriber on `eventLoop` (if it is followed there) with `ending`.
+    func stop(subscriber: UInt64, on eventLoop: any EventLoop, _ ending: Ending) {
+        let loop = loop(of: eventLoop)
+        eventLoop.execute { loop.finish(subscriber, ending) }
+    }
+
+    private func loop(of eventLoop: any EventLoop) -> LoopSubscribers {
+        state.withLockedValue { state in
             let key = ObjectIdentifier(eventLoop)
             if let loop = state.loops[key] { return loop }
             let loop = LoopSubscribers(owner: self, eventLoop: eventLoop, delivered: state.latest)
             state.loops[key] = loop
             return loop
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (ending: CheckedContinuation<Ending, Never>) in
-                eventLoop.execute {
-                    loop.add(LoopSubscribers.Follower(id: subscriber, connection: connection, cursor: cursor, ending: ending))
-                }
-            }
-        } onCancel: {
-            state.withLockedValue { _ = $0.cancelledSubscribers.insert(subscriber) }
-            eventLoop.execute { loop.finish(subscriber, .cancelled) }
         }
     }
 
@@ -224,20 +240,27 @@ final class LiveChannel: Sendable {
 
     /// Counts a subscriber in for the length of `body`, which gets the subscriber's number.
     func subscribed<Value>(_ body: (_ subscriber: UInt64) async throws -> Value) async rethrows -> Value {
-        let subscriber = state.withLockedValue { state in
+        let subscriber = subscribe()
+        defer { unsubscribe(subscriber) }
+        return try await body(subscriber)
+    }
+
+    /// Counts a subscriber in until `unsubscribe`, and gives its number.
+    func subscribe() -> UInt64 {
+        state.withLockedValue { state in
             state.subscribers += 1
             state.lastSubscriberID += 1
             return state.lastSubscriberID
         }
-        defer {
-            state.withLockedValue { state in
-                state.subscribers -= 1
-                state.endedSubscribers.remove(subscriber)
-                state.cancelledSubscribers.remove(subscriber)
-                state.waitOfSubscriber.removeValue(forKey: subscriber)
-            }
+    }
+
+    func unsubscribe(_ subscriber: UInt64) {
+        state.withLockedValue { state in
+            state.subscribers -= 1
+            state.endedSubscribers.remove(subscriber)
+            state.cancelledSubscribers.remove(subscriber)
+            state.waitOfSubscriber.removeValue(forKey: subscriber)
         }
-        return try await body(subscriber)
     }
 
     private static func takeWaiters(_ state: inout State) -> [CheckedContinuation<Wakeup, Never>] {
@@ -270,7 +293,7 @@ final class LiveChannel: Sendable {
             let connection: Connection
             /// The last event written to it.
             var cursor: UInt64
-            let ending: CheckedContinuation<Ending, Never>
+            let ending: @Sendable (Ending) -> Void
             /// Events written while the connection would not take more.
             var unwritable = 0
         }
@@ -303,7 +326,7 @@ final class LiveChannel: Sendable {
                 return (nil, next)
             }
             if let stopped {
-                follower.ending.resume(returning: stopped)
+                follower.ending(stopped)
                 return
             }
             switch next {
@@ -371,7 +394,7 @@ final class LiveChannel: Sendable {
             eventLoop.preconditionInEventLoop()
             guard let follower = followers.removeValue(forKey: id) else { return }
             forget(id)
-            follower.ending.resume(returning: ending)
+            follower.ending(ending)
         }
 
         func finishAll(_ ending: Ending) {

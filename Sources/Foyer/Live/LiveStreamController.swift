@@ -34,11 +34,9 @@ struct LiveStreamController {
                 .xAccelBuffering: "no",
             ],
             body: ResponseBody { writer in
-                open.increment()
-                defer { open.decrement() }
                 try await streams.serve(
                     stream, lastEventID: lastEventID, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
-                    on: connection, to: &writer
+                    open: open, on: connection, to: &writer
                 )
             }
         )

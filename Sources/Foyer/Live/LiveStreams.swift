@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import NIOHTTPTypes
+import Prometheus
 import ServiceLifecycle
 
 /// The streams pages follow, each a LiveChannel. Changes are rendered once into `<turbo-stream>` HTML, framed
@@ -61,49 +62,85 @@ final class LiveStreams: Sendable {
     /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, the
     /// server shuts down, or the session that opened it ends. `lastEventID` resumes a reconnect: the missed events
     /// from the window, or a reload. `heldBy`: takes the stream's ending and gives back what releases the hold.
-    /// The opening and any replay go through `writer`; from then on events are written by the channel's fan-out
-    /// straight to `connection` (the channel the response is written on), so a change wakes no task per subscriber.
+    /// `open` counts it while it lasts. The opening and any replay go through `writer`; from then on events are
+    /// written by the channel's fan-out straight to `connection` (the channel the response is written on), so a
+    /// change wakes no task per subscriber. When the connection can be handed over (`ConnectionHandover`, set by
+    /// Foyer's HTTP loop) this returns at once and the connection's task ends: an idle stream then holds no task at
+    /// all, and its ending (a last event, the response's end, the close) is written from the event loop.
     func serve(
         _ stream: Stream, lastEventID: String?, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
-        on connection: any Channel, to writer: inout any ResponseBodyWriter
+        open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
         let channel = channel(stream)
-        try await channel.subscribed { subscriber in
-            let release = hold?({ channel.end(subscriber: subscriber) })
-            defer { release?() }
-            var cursor = channel.latest
-            var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
-            if let lastEventID {
-                if let resumed = sequence(of: lastEventID), resumed <= cursor {
-                    switch channel.available(after: resumed) {
-                    case .event(let payload, let sequence):
-                        opening.writeImmutableBuffer(payload)
-                        cursor = sequence
-                    case .events(let payloads, let through):
-                        for payload in payloads { opening.writeImmutableBuffer(payload) }
-                        cursor = through
-                    case .gap:
-                        opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
-                    case nil, .lagging, .heartbeat, .closed, .cancelled, .ended:
-                        break
-                    }
-                } else {
-                    opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
-                }
-            }
-            try await writer.write(opening)
-            let following = LiveChannel.Connection(
-                channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
-            )
-            let ending = await withGracefulShutdownHandler {
-                await channel.follow(following, after: cursor, subscriber: subscriber)
-            } onGracefulShutdown: {
-                self.closeAll()
-            }
-            // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
-            if case .ended = ending { try await writer.write(Self.signedOutEvent) }
+        let subscriber = channel.subscribe()
+        let release = hold?({ channel.end(subscriber: subscriber) })
+        open?.increment()
+        let done: @Sendable () -> Void = {
+            release?()
+            channel.unsubscribe(subscriber)
+            open?.decrement()
         }
+        let cursor: UInt64
+        do {
+            cursor = try await writeOpening(of: stream, resuming: lastEventID, to: &writer)
+        } catch {
+            done()
+            throw error
+        }
+        let following = LiveChannel.Connection(
+            channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
+        )
+        if let handover = ConnectionHandover.current {
+            handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
+            channel.follow(following, after: cursor, subscriber: subscriber) { ending in
+                done()
+                // The connection's own end: its task is gone, so nothing else would write it.
+                switch ending {
+                case .gone: return
+                case .ended: connection.write(HTTPResponsePart.body(Self.signedOutEvent), promise: nil)
+                case .closed, .lagging, .cancelled: break
+                }
+                connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
+            }
+            return
+        }
+        defer { done() }
+        let ending = await withGracefulShutdownHandler {
+            await channel.follow(following, after: cursor, subscriber: subscriber)
+        } onGracefulShutdown: {
+            self.closeAll()
+        }
+        // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
+        if case .ended = ending { try await writer.write(Self.signedOutEvent) }
         try await writer.finish(nil)
+    }
+
+    /// The stream's opening (its retry interval and name), then what a reconnect missed, or a reload; gives the
+    /// sequence number the subscriber is at.
+    private func writeOpening(of stream: Stream, resuming lastEventID: String?, to writer: inout any ResponseBodyWriter) async throws -> UInt64 {
+        let channel = channel(stream)
+        var cursor = channel.latest
+        var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
+        if let lastEventID {
+            if let resumed = sequence(of: lastEventID), resumed <= cursor {
+                switch channel.available(after: resumed) {
+                case .event(let payload, let sequence):
+                    opening.writeImmutableBuffer(payload)
+                    cursor = sequence
+                case .events(let payloads, let through):
+                    for payload in payloads { opening.writeImmutableBuffer(payload) }
+                    cursor = through
+                case .gap:
+                    opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
+                case nil, .lagging, .heartbeat, .closed, .cancelled, .ended:
+                    break
+                }
+            } else {
+                opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
+            }
+        }
+        try await writer.write(opening)
+        return cursor
     }
 
     private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")

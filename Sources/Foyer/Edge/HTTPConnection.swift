@@ -1,0 +1,208 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import Synchronization
+
+/// One HTTP/1 connection's requests, read and answered in turn by the connection's task: Hummingbird's own loop
+/// (`HTTPChannelHandler.handleHTTP`), with one difference. A response may take the connection over
+/// (`ConnectionHandover`): a live stream whose events its channel's fan-out writes from the event loop. Then this
+/// task ends at once and leaves the connection open, so an idle stream holds no task, no stack and no HTTP decoder;
+/// Hummingbird's loop would wait on it until the client left.
+struct HTTPConnection {
+    let responder: HTTPChannelHandler.Responder
+
+    func serve(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
+        let channel = http.channel
+        let (inbound, outbound) = http.parts
+        do {
+            let handover = ConnectionHandover(channel: channel)
+            try await withTaskCancellationHandler {
+                try await requests(from: inbound, answeredOn: outbound, channel: channel, handover: handover, logger: logger)
+            } onCancel: {
+                channel.close(mode: .input, promise: nil)
+            }
+            if handover.isTaken { return }
+            // As Hummingbird's loop: the output ends, and the connection closes once the client closes its side.
+            outbound.finish()
+            try await channel.closeFuture.get()
+        } catch {
+            logger.trace("Failed to read/write to Channel. Error: \(error)")
+            outbound.finish()
+            channel.close(promise: nil)
+        }
+    }
+
+    private struct UnexpectedPart: Error {
+        let part: HTTPRequestPart
+    }
+
+    /// Answers requests until the client closes, a request asks to close, or a response takes the connection over.
+    private func requests(
+        from inbound: NIOAsyncChannelInboundStream<HTTPRequestPart>, answeredOn outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>,
+        channel: any Channel, handover: ConnectionHandover, logger: Logger
+    ) async throws {
+        var parts = inbound.makeAsyncIterator()
+        do {
+            guard let first = try await parts.next() else { return }
+            guard case .head(var head) = first else { throw UnexpectedPart(part: first) }
+            while true {
+                let request = Request(head: head, body: RequestBody(asyncSequence: RequestBodyParts(parts)))
+                try await ConnectionHandover.$current.withValue(handover) {
+                    try await responder(request, ResponseWriter(outbound: outbound), channel)
+                }
+                if handover.isTaken || request.headers[.connection] == "close" { return }
+                // What the route left of the body is read and dropped; then the next request's head.
+                var part = try await parts.next()
+                while case .body = part { part = try await parts.next() }
+                if case .end = part { part = try await parts.next() }
+                guard let part else { return }
+                guard case .head(let next) = part else { throw UnexpectedPart(part: part) }
+                head = next
+            }
+        } catch is HTTPParserError {
+            logger.debug("HTTP parse error, closing connection")
+            try await outbound.write(.head(.init(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])))
+            try await outbound.write(.end(nil))
+        }
+    }
+}
+
+/// A request's body: the connection's parts up to the request's end. The loop reads on from the same iterator
+/// (iterators of one inbound stream share its position), as Hummingbird's own body type, which it keeps to itself.
+private struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
+    typealias Element = ByteBuffer
+    /// Not Sendable, but only ever read by one task at a time: the route's, then the loop's after it.
+    let parts: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
+
+    init(_ parts: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator) {
+        self.parts = parts
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var parts: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
+        var done = false
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard !done, let part = try await parts.next() else { return nil }
+            switch part {
+            case .body(let buffer): return buffer
+            case .end:
+                done = true
+                return nil
+            case .head: throw HTTPConnection.BodyInterrupted()
+            }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts) }
+}
+
+extension HTTPConnection {
+    /// A request head where the body was being read.
+    struct BodyInterrupted: Error {}
+}
+
+/// Lets the response being written take its connection over: from then on something on the event loop (a live
+/// stream's fan-out) writes it, and the connection's task ends without closing it. Set by `HTTPConnection` for
+/// the requests it reads; nil elsewhere (the router test client), where a response keeps its task.
+final class ConnectionHandover: Sendable {
+    @TaskLocal static var current: ConnectionHandover?
+
+    private let channel: any Channel
+    private let taken = Atomic<Bool>(false)
+
+    init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    var isTaken: Bool { taken.load(ordering: .acquiring) }
+
+    /// Takes the connection over once its response head and opening are written (events written after this go out
+    /// after them: the event loop runs what is given to it in order). `onQuiesce` is called on the event loop when
+    /// the server begins a graceful shutdown (or has already): it should end the response.
+    func take(onQuiesce: @escaping @Sendable () -> Void) {
+        taken.store(true, ordering: .releasing)
+        let channel = channel
+        channel.eventLoop.execute {
+            let operations = channel.pipeline.syncOperations
+            guard channel.isActive, (try? operations.addHandler(HandedOverConnection(onQuiesce: onQuiesce), position: .first)) != nil else {
+                return
+            }
+            // Nothing more is parsed as HTTP: the decoder and its buffers go.
+            if let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
+                operations.removeHandler(context: decoder, promise: nil)
+            }
+            if (try? operations.handler(type: EdgeTap.self))?.quiescing == true { onQuiesce() }
+        }
+    }
+}
+
+/// First in a connection that was taken over. The client sends nothing more on it (an EventSource never does):
+/// whatever arrives closes it. It reads on by itself, since the HTTP side that asked for reads has ended, so a client
+/// that leaves is seen at once. The half-close of the output that the ended task's writer sends on its way out is
+/// not passed on. A graceful shutdown ends the response.
+final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = NIOAny
+
+    private let onQuiesce: @Sendable () -> Void
+
+    init(onQuiesce: @escaping @Sendable () -> Void) {
+        self.onQuiesce = onQuiesce
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        context.read()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.close(promise: nil)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.read()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent { onQuiesce() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode != .output else {
+            promise?.succeed()
+            return
+        }
+        context.close(mode: mode, promise: promise)
+    }
+}
+
+extension HTTP1WebSocketUpgradeChannel.Value {
+    /// What NIO's upgrader made of the connection's first request. hummingbird-websocket keeps it internal
+    /// (2.8.1), so it is read by reflection; nil if a release renames it (then Hummingbird's loop serves, and
+    /// streams keep their task: `HTTPConnectionTests` notices).
+    var negotiated: EventLoopFuture<HTTP1WebSocketUpgradeChannel.UpgradeResult>? {
+        Mirror(reflecting: self).descendant("upgradeResult") as? EventLoopFuture<HTTP1WebSocketUpgradeChannel.UpgradeResult>
+    }
+}
+
+/// NIOAsyncChannel's halves outside `executeThenClose`, which would close the connection when its task ends: a
+/// connection taken over outlives it. Read through a protocol, as NIO marks the properties deprecated for
+/// everyone else's sake.
+private protocol AsyncChannelHalves {
+    associatedtype Inbound: Sendable
+    associatedtype Outbound: Sendable
+    var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
+    var outbound: NIOAsyncChannelOutboundWriter<Outbound> { get }
+}
+
+extension NIOAsyncChannel: AsyncChannelHalves {}
+
+extension AsyncChannelHalves {
+    fileprivate var parts: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
+}
