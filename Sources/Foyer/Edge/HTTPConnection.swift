@@ -124,39 +124,62 @@ final class ConnectionHandover: Sendable {
 
     /// Takes the connection over once its response head and opening are written (events written after this go out
     /// after them: the event loop runs what is given to it in order). `onQuiesce` is called on the event loop when
-    /// the server begins a graceful shutdown (or has already): it should end the response.
-    func take(onQuiesce: @escaping @Sendable () -> Void) {
+    /// the server begins a graceful shutdown (or has already): it should end the response. What it gives writes the
+    /// response's body from then on.
+    func take(onQuiesce: @escaping @Sendable () -> Void) -> HandedOverConnection {
         taken.store(true, ordering: .releasing)
-        let channel = channel
+        let (channel, connection) = (channel, HandedOverConnection(onQuiesce: onQuiesce))
         channel.eventLoop.execute {
             let operations = channel.pipeline.syncOperations
-            guard channel.isActive, (try? operations.addHandler(HandedOverConnection(onQuiesce: onQuiesce), position: .first)) != nil else {
-                return
-            }
+            guard channel.isActive, (try? operations.addHandler(connection, position: .first)) != nil else { return }
             // Nothing more is parsed as HTTP: the decoder and its buffers go.
             if let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
                 operations.removeHandler(context: decoder, promise: nil)
             }
             if (try? operations.handler(type: EdgeTap.self))?.quiescing == true { onQuiesce() }
         }
+        return connection
     }
 }
 
 /// First in a connection that was taken over. The client sends nothing more on it (an EventSource never does):
 /// whatever arrives closes it. It reads on by itself, since the HTTP side that asked for reads has ended, so a client
 /// that leaves is seen at once. The half-close of the output that the ended task's writer sends on its way out is
-/// not passed on. A graceful shutdown ends the response.
-final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler {
+/// not passed on. A graceful shutdown ends the response. Body chunks are framed and written here, past the HTTP
+/// handlers: a change reaches ten thousand connections without passing each one's pipeline.
+final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = NIOAny
+    typealias OutboundOut = ByteBuffer
 
     private let onQuiesce: @Sendable () -> Void
+    /// Set once the handler is in the pipeline; only used on the connection's event loop.
+    private var context: ChannelHandlerContext?
 
     init(onQuiesce: @escaping @Sendable () -> Void) {
         self.onQuiesce = onQuiesce
     }
 
+    /// Writes `bytes` as one chunk of the response's body (HTTP/1.1 chunked coding), without flushing.
+    func writeChunk(_ bytes: ByteBuffer) {
+        guard let context, bytes.readableBytes > 0 else { return }
+        context.eventLoop.preconditionInEventLoop()
+        var size = context.channel.allocator.buffer(capacity: 10)
+        size.writeString(String(bytes.readableBytes, radix: 16))
+        size.writeStaticString("\r\n")
+        context.write(wrapOutboundOut(size), promise: nil)
+        context.write(wrapOutboundOut(bytes), promise: nil)
+        context.write(wrapOutboundOut(Self.lineEnd), promise: nil)
+    }
+
+    private static let lineEnd = ByteBuffer(string: "\r\n")
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         context.read()
     }
 

@@ -87,23 +87,24 @@ final class LiveStreams: Sendable {
             done()
             throw error
         }
-        let following = LiveChannel.Connection(
-            channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
-        )
         if let handover = ConnectionHandover.current {
-            handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
+            let handedOver = handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
+            let following = LiveChannel.Connection(channel: connection, write: handedOver.writeChunk, heartbeat: Self.heartbeatComment)
             channel.follow(following, after: cursor, subscriber: subscriber) { ending in
                 done()
                 // The connection's own end: its task is gone, so nothing else would write it.
                 switch ending {
                 case .gone: return
-                case .ended: connection.write(HTTPResponsePart.body(Self.signedOutEvent), promise: nil)
+                case .ended: handedOver.writeChunk(Self.signedOutEvent)
                 case .closed, .lagging, .cancelled: break
                 }
                 connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
             }
             return
         }
+        let following = LiveChannel.Connection(
+            channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
+        )
         defer { done() }
         let ending = await withGracefulShutdownHandler {
             await channel.follow(following, after: cursor, subscriber: subscriber)
