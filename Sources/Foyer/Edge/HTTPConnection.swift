@@ -144,8 +144,9 @@ final class ConnectionHandover: Sendable {
 
 /// First in a connection that was taken over. The client sends nothing more on it (an EventSource never does):
 /// whatever arrives closes it. It reads on by itself, since the HTTP side that asked for reads has ended, so a client
-/// that leaves is seen at once. The half-close of the output that the ended task's writer sends on its way out is
-/// not passed on. A graceful shutdown ends the response. Body chunks are framed and written here, past the HTTP
+/// that leaves is seen at once. An output half-close is not passed on: the ended task's writer would send one if it
+/// were finished (NIO 2's writers are not finished when dropped, but the stream must not depend on it). A graceful
+/// shutdown ends the response. Body chunks are framed and written here, past the HTTP
 /// handlers: a change reaches ten thousand connections without passing each one's pipeline.
 final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
