@@ -37,7 +37,8 @@ struct HTTPConnection {
         }
     }
 
-    private struct UnexpectedPart: Error {
+    /// A part where another was due: a body or end where a head should start a request, a head inside a body.
+    struct UnexpectedPart: Error {
         let part: HTTPRequestPart
     }
 
@@ -94,17 +95,12 @@ private struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
             case .end:
                 done = true
                 return nil
-            case .head: throw HTTPConnection.BodyInterrupted()
+            case .head: throw HTTPConnection.UnexpectedPart(part: part)
             }
         }
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts) }
-}
-
-extension HTTPConnection {
-    /// A request head where the body was being read.
-    struct BodyInterrupted: Error {}
 }
 
 /// Lets the response being written take its connection over: from then on something on the event loop (a live
@@ -144,9 +140,8 @@ final class ConnectionHandover: Sendable {
 
 /// First in a connection that was taken over. The client sends nothing more on it (an EventSource never does):
 /// whatever arrives closes it. It reads on by itself, since the HTTP side that asked for reads has ended, so a client
-/// that leaves is seen at once. An output half-close is not passed on: the ended task's writer would send one if it
-/// were finished (NIO 2's writers are not finished when dropped, but the stream must not depend on it). A graceful
-/// shutdown ends the response. Body chunks are framed and written here, past the HTTP
+/// that leaves is seen at once. (The ended task's writer is dropped unfinished: NIO's async channel does not finish
+/// it on deinit, so it half-closes nothing.) A graceful shutdown ends the response. Body chunks are framed and written here, past the HTTP
 /// handlers: a change reaches ten thousand connections without passing each one's pipeline.
 final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
@@ -195,14 +190,6 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent { onQuiesce() }
         context.fireUserInboundEventTriggered(event)
-    }
-
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode != .output else {
-            promise?.succeed()
-            return
-        }
-        context.close(mode: mode, promise: promise)
     }
 }
 
