@@ -252,24 +252,6 @@ final class RawConnection: @unchecked Sendable {
     }
 }
 
-@Suite struct GraphQLSocketOutboxTests {
-    @Test func aClientThatFallsMoreThanTheLimitBehindIsMarkedForClosingAndCountedOnce() async throws {
-        let metrics = FoyerMetrics()
-        let (messages, outbox) = GraphQLSocketOutbox.make(metrics: metrics)
-        for index in 0..<GraphQLSocketOutbox.limit { outbox.yield(.text("\(index)")) }
-        #expect(!outbox.isOverflowed, "up to the limit is kept")
-        outbox.yield(.text("one too many"))
-        outbox.yield(.text("and another"))
-        #expect(outbox.isOverflowed)
-        outbox.finish()
-        var kept = 0
-        for await _ in messages { kept += 1 }
-        #expect(kept == GraphQLSocketOutbox.limit, "nothing past the limit is held")
-        let exposition = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
-        #expect(exposition.contains("foyer_websockets_closed_lagging_total 1"))
-    }
-}
-
 @Suite struct SessionHoldsTests {
     @Test func whatAnExpiredSessionHoldsEndsAndALiveOnesStays() async throws {
         let store = try await Store.fresh(.sqlite)

@@ -1,6 +1,5 @@
 import HTTPTypes
 import HummingbirdTesting
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -10,14 +9,6 @@ import Testing
 
 /// Foyer's HTTP/1 loop, and the live stream that takes its connection over.
 @Suite struct HTTPConnectionTests {
-    /// hummingbird-websocket keeps the upgrader's result internal; if a release renames it, every connection falls
-    /// back to Hummingbird's loop and streams quietly keep a task each again. This says so instead.
-    @Test func theUpgradersResultIsReadable() throws {
-        let upgrade = HTTP1WebSocketUpgradeChannel(responder: { _, _, _ in }, configuration: .init()) { _, _, _ in .dontUpgrade }
-        let value = try upgrade.setup(channel: EmbeddedChannel(), logger: Logger(label: "test")).wait()
-        #expect(value.negotiated != nil)
-    }
-
     /// Once a stream's opening is written its connection belongs to the stream (no task reads it any more): events
     /// still come, anything the client sends closes it, and the stream is counted out when it goes.
     @Test func aStreamTakesItsConnectionOver() async throws {

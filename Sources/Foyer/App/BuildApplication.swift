@@ -1,6 +1,5 @@
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 
 /// Wiring only: makes what the features share, then the features, then the router over them.
@@ -34,9 +33,8 @@ public func buildApplication(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks,
         idempotency: idempotency
     )
-    let webSocketRouter = Router(context: FoyerWebSocketRequestContext.self)
-    tasks.addWebSocketRoutes(to: webSocketRouter, authenticator: signIn.authenticator, holds: sessions.holds)
-    let (webSocketResponder, edge) = (webSocketRouter.buildResponder(), Edge(settings: config.edge, metrics: app.metrics, views: app.views))
+    let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds)
+    let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
     return Application(
@@ -45,17 +43,12 @@ public func buildApplication(
         )),
         server: HTTPServerBuilder { responder in
             EdgeGuardedChannel(
-                wrapped: HTTP1WebSocketUpgradeChannel(
-                    responder: responder, webSocketResponder: webSocketResponder,
-                    configuration: .init(
-                        http1: .init(
-                            additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
-                            httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
-                        ),
-                        ws: .init(maxFrameSize: GraphQLController.maximumBodySize)
-                    )
+                responder: responder,
+                http1: .init(
+                    additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
+                    httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
                 ),
-                edge: edge, upgradePaths: [GraphQLWebSocketController.path]
+                webSockets: webSockets, edge: edge
             )
         },
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),

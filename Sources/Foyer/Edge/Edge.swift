@@ -1,7 +1,10 @@
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
+import NIOConcurrencyHelpers
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -164,14 +167,31 @@ struct EdgeAnswer: Sendable {
     let body: ByteBuffer
 }
 
-/// Hummingbird's HTTP/1.1 channel with websocket upgrades, with the edge on each connection: its tap before NIO's
-/// decoder, its rules right after it. Requests that are not upgrades are read by `HTTPConnection`.
+/// Each connection: HTTP/1.1 with websocket upgrades on `/graphql`, and the edge on it (its tap before NIO's
+/// decoder, its rules right after it). Requests are read by `HTTPConnection`; an upgraded connection is handed to
+/// `GraphQLSocket` on its event loop and keeps no task. (Hummingbird's websocket channel runs each socket in a task
+/// group of its own for as long as it is open.)
 struct EdgeGuardedChannel: ServerChildChannel {
-    typealias Value = HTTP1WebSocketUpgradeChannel.Value
-    let wrapped: HTTP1WebSocketUpgradeChannel
+    struct Value: ServerChildChannelValue {
+        let negotiated: EventLoopFuture<Negotiated>
+        let channel: any Channel
+    }
+
+    /// What NIO's upgrader made of a connection's first request.
+    enum Negotiated: Sendable {
+        case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        /// An upgrade asked for without a dialect we speak (or a broken websocket handshake).
+        case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        /// Served on its event loop from now on.
+        case webSocket
+    }
+
+    let responder: HTTPChannelHandler.Responder
+    let http1: HTTP1Channel.Configuration
+    let webSockets: GraphQLWebSocketController
     let edge: Edge
     /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
-    let upgradePaths: Set<String>
+    var upgradePaths: Set<String> { [GraphQLWebSocketController.path] }
 
     /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
     /// `maximumHeadBytes`, at most `maximumHeaderCount` fields. A URL over `maximumRequestLineBytes` whose head
@@ -184,27 +204,78 @@ struct EdgeGuardedChannel: ServerChildChannel {
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let tap = EdgeTap(edge: edge)
-        do {
-            try channel.pipeline.syncOperations.addHandler(tap, position: .first)
-        } catch {
-            return channel.eventLoop.makeFailedFuture(error)
-        }
-        let (edge, upgradePaths) = (edge, upgradePaths)
-        return wrapped.setup(channel: channel, logger: logger).assumeIsolated().flatMapThrowing { value in
+        channel.eventLoop.makeCompletedFuture {
             let operations = channel.pipeline.syncOperations
+            let tap = EdgeTap(edge: edge)
+            try operations.addHandler(tap, position: .first)
+            let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
             let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try operations.addHandler(EdgeRequests(edge: edge, tap: tap, upgradePaths: upgradePaths), position: .after(decoder))
-            return value
-        }.nonisolated()
+            return Value(negotiated: negotiated, channel: channel)
+        }
+    }
+
+    /// Hummingbird's HTTP/1.1 pipeline when the first request is not an upgrade; a websocket's when it is one we serve.
+    private func pipelineConfiguration(logger: Logger) -> NIOUpgradableHTTPServerPipelineConfiguration<Negotiated> {
+        let (http1, webSockets) = (http1, webSockets)
+        let upgradeRefused = NIOLockedValueBox(false)
+        let upgrader = NIOTypedWebSocketServerUpgrader<Negotiated>(
+            maxFrameSize: GraphQLController.maximumBodySize,
+            shouldUpgrade: { channel, head in
+                let protocolName = GraphQLWebSocketController.dialect(of: head)?.rawValue
+                if protocolName == nil { upgradeRefused.withLockedValue { $0 = true } }
+                return channel.eventLoop.makeSucceededFuture(protocolName.map { HTTPHeaders([("Sec-WebSocket-Protocol", $0)]) })
+            },
+            upgradePipelineHandler: { channel, head in
+                channel.eventLoop.makeCompletedFuture {
+                    try webSockets.serve(channel, upgradedFor: head)
+                    return .webSocket
+                }
+            }
+        )
+        let upgrades = NIOTypedHTTPServerUpgradeConfiguration<Negotiated>(upgraders: [upgrader]) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let operations = channel.pipeline.syncOperations
+                try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                try operations.addHandlers(http1.additionalChannelHandlers())
+                try operations.addHandler(HTTPConnectionStateHandler(idleTimeout: http1.idleTimeout.map { .init($0) }, logger: logger))
+                let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                    wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
+                )
+                return upgradeRefused.withLockedValue { $0 } ? .refusedUpgrade(http) : .http(http)
+            }
+        }
+        var configuration = NIOUpgradableHTTPServerPipelineConfiguration<Negotiated>(upgradeConfiguration: upgrades)
+        // As Hummingbird sets them: its loop reads one request at a time, and answers errors itself.
+        configuration.enablePipelining = false
+        configuration.enableErrorHandling = false
+        configuration.enableResponseHeaderValidation = false
+        configuration.decoderConfiguration.maxHeaderFieldSize = http1.httpDecoder.maxHeaderFieldSize
+        configuration.decoderConfiguration.maxHeaderListSize = http1.httpDecoder.maxHeaderListSize
+        configuration.decoderConfiguration.maxHeaderFieldCount = http1.httpDecoder.maxHeaderFieldCount
+        return configuration
     }
 
     func handle(value: Value, logger: Logger) async {
-        guard let negotiated = value.negotiated, case .notUpgraded(let http)? = try? await negotiated.get() else {
-            // Websockets, refused upgrades, and first requests that never came are Hummingbird's.
-            await wrapped.handle(value: value, logger: logger)
+        switch try? await value.negotiated.get() {
+        case .http(let http):
+            await HTTPConnection(responder: responder).serve(http, logger: logger)
+        case .refusedUpgrade(let http):
+            await Self.refuseUpgrade(http)
+        case .webSocket, nil:
+            // A socket is its event loop's now; a connection that closed before its first request is over.
             return
         }
-        await HTTPConnection(responder: wrapped.responder).serve(http, logger: logger)
+    }
+
+    /// An upgrade to `/graphql` that offers neither dialect: a 400 that says which to offer, then the close.
+    private static func refuseUpgrade(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) async {
+        let body = ByteBuffer(string: "WebSocket /graphql speaks graphql-transport-ws or graphql-ws: offer one in Sec-WebSocket-Protocol.\n")
+        var fields: HTTPFields = [.connection: "close", .contentType: "text/plain; charset=utf-8", .contentLength: String(body.readableBytes)]
+        fields.append(contentsOf: SecurityHeaderFields.everywhere)
+        let head = HTTPResponse(status: .badRequest, headerFields: fields)
+        try? await http.executeThenClose { _, outbound in
+            try await outbound.write(contentsOf: [.head(head), .body(body), .end(nil)])
+        }
     }
 }

@@ -1,7 +1,6 @@
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -190,15 +189,6 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent { onQuiesce() }
         context.fireUserInboundEventTriggered(event)
-    }
-}
-
-extension HTTP1WebSocketUpgradeChannel.Value {
-    /// What NIO's upgrader made of the connection's first request. hummingbird-websocket keeps it internal
-    /// (2.8.1), so it is read by reflection; nil if a release renames it (then Hummingbird's loop serves, and
-    /// streams keep their task: `HTTPConnectionTests` notices).
-    var negotiated: EventLoopFuture<HTTP1WebSocketUpgradeChannel.UpgradeResult>? {
-        Mirror(reflecting: self).descendant("upgradeResult") as? EventLoopFuture<HTTP1WebSocketUpgradeChannel.UpgradeResult>
     }
 }
 

@@ -2,7 +2,6 @@ import Foundation
 import GraphQL
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOWebSocket
 
 /// The embedded task service's subscriptions, shared: every subscriber that sends the same document, operation
 /// and variables gets the same results, so each result is executed and encoded once, into a LiveChannel. A socket
@@ -58,14 +57,23 @@ final class SharedSubscriptions: Sendable {
 
         deinit { owner.detach(key, feed) }
 
-        /// Writes each result to `connection` as `frame` makes it, from the connection's event loop, until the feed
-        /// ends (`.closed`), the connection closes or falls behind, or the task is cancelled.
-        func follow(on connection: any Channel, frame: @escaping @Sendable (ByteBuffer) -> WebSocketFrame) async -> LiveChannel.Ending {
+        /// Writes each result to `connection` with `write`, from the connection's event loop, until the feed ends
+        /// (`.closed`), the connection closes or falls behind, or `stop`; then calls `ended` there. Gives the number
+        /// that stops it. The membership lasts as long as the following.
+        func follow(on connection: any Channel, write: @escaping @Sendable (ByteBuffer) -> Void, ended: @escaping @Sendable (LiveChannel.Ending) -> Void) -> UInt64 {
             let channel = feed.channel
-            return await channel.subscribed { subscriber in
-                let following = LiveChannel.Connection(channel: connection, write: { connection.write(frame($0), promise: nil) }, heartbeat: nil)
-                return await channel.follow(following, after: joinedAfter, subscriber: subscriber)
+            let subscriber = channel.subscribe()
+            let following = LiveChannel.Connection(channel: connection, write: write, heartbeat: nil)
+            channel.follow(following, after: joinedAfter, subscriber: subscriber) { ending in
+                channel.unsubscribe(subscriber)
+                withExtendedLifetime(self) { ended(ending) }
             }
+            return subscriber
+        }
+
+        /// Stops the following `follow` gave `subscriber` to, on `eventLoop`, the connection's.
+        func stop(_ subscriber: UInt64, on eventLoop: any EventLoop) {
+            feed.channel.stop(subscriber: subscriber, on: eventLoop, .cancelled)
         }
     }
 

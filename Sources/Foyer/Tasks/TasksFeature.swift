@@ -1,5 +1,4 @@
 import Hummingbird
-import HummingbirdWebSocket
 
 /// Tasks: the task service (the embedded one, or a remote task server and its event feed), the task pages, the
 /// `/graphql` proxy in front of it, and every task change reaching pages, devices and the other instances.
@@ -107,10 +106,11 @@ struct TasksFeature {
         ).addRoutes(to: router)
     }
 
-    func addWebSocketRoutes(to router: Router<FoyerWebSocketRequestContext>, authenticator: Authenticator, holds: SessionHolds) {
+    /// What serves websocket `/graphql`, once the edge has upgraded a connection.
+    func webSockets(authenticator: Authenticator, holds: SessionHolds) -> GraphQLWebSocketController {
         GraphQLWebSocketController(
             executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission,
             rateLimit: rateLimit
-        ).addRoutes(to: router)
+        )
     }
 }
