@@ -147,3 +147,74 @@ def test_the_session_cookie_counts_only_from_our_own_origin(server):
 
     assert run(talk(server.url)) == "connection_ack"
     assert run(talk("https://evil.example")) == 4403
+
+
+def test_a_socket_whose_client_stops_reading_is_closed_with_1013_and_counted(server):
+    """A client that sends and never reads (here: pings, each answered by a pong) is let go once its backlog passes
+    the limit, rather than held in memory: counted in /metrics, and its last frame, behind every pong, is 1013."""
+    import base64
+    import os
+    import socket
+    import struct
+    import time
+    import urllib.request
+
+    def lagging_count() -> float:
+        with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("foyer_websockets_closed_lagging_total"):
+                    return float(line.split()[-1])
+        return 0.0
+
+    def frame(text: str) -> bytes:
+        payload = text.encode()
+        length = bytes([0x80 | len(payload)]) if len(payload) < 126 else bytes([0x80 | 126]) + struct.pack(">H", len(payload))
+        return b"\x81" + length + b"\0\0\0\0" + payload  # masked with a zero key
+
+    before = lagging_count()
+    token = session_token(server)
+    host, port = server.url.removeprefix("http://").split(":")
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server's output backs up soon
+    raw.connect((host, int(port)))
+    raw.settimeout(10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    raw.sendall((f"GET /graphql HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    raw.sendall(frame(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})))
+    pings = frame('{"type":"ping"}') * 20_000
+    sent, counted = 0, False
+    while sent < 2_000_000 and not counted:  # bounded: ~40 MB at most; a few hundred thousand do it here
+        raw.sendall(pings)
+        sent += 20_000
+        counted = lagging_count() == before + 1
+    assert counted, f"no lagging socket counted after {sent} pings"
+
+    # Reading again: every pong queued before, then the close frame with 1013.
+    buffered, close_code = b"", None
+    deadline = time.monotonic() + 20
+    while close_code is None and time.monotonic() < deadline:
+        chunk = raw.recv(1 << 16)
+        if not chunk:
+            break
+        buffered += chunk
+        while len(buffered) >= 2:
+            length, offset = buffered[1] & 0x7F, 2
+            if length == 126:
+                if len(buffered) < 4:
+                    break
+                length, offset = struct.unpack(">H", buffered[2:4])[0], 4
+            if len(buffered) < offset + length:
+                break
+            opcode, payload = buffered[0] & 0x0F, buffered[offset:offset + length]
+            buffered = buffered[offset + length:]
+            if opcode == 0x8:
+                close_code = struct.unpack(">H", payload[:2])[0]
+                break
+    raw.close()
+    assert close_code == 1013
+    assert lagging_count() == before + 1, "counted once"

@@ -8,8 +8,9 @@ import NIOWebSocket
 /// what an operation needs from elsewhere (the sign-in check, admission, the executor) runs in a short-lived task
 /// that hands its answer back to the loop. A shared subscription is then written by its feed's fan-out, as a live
 /// stream is, so an idle socket holds no task: only this handler, its operations' ids, and one timer.
-final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
     /// graphql-transport-ws asks the server to close a socket that does not `connection_init` in time.
@@ -19,8 +20,6 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
     static let tick: TimeAmount = .seconds(15)
     /// After our close frame, how long the client has to answer with its own before the connection is closed.
     static let closeTimeout: TimeAmount = .seconds(15)
-    /// Messages a client may send while its `connection_init` is being checked; they are answered after it.
-    static let pendingLimit = 64
     /// Messages written while the connection takes no more: a client this far behind (it stopped reading, or reads
     /// slower than its subscriptions produce) is closed with 1013 rather than held in memory.
     static let backlogLimit = 256
@@ -61,7 +60,9 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
     // Everything below is only used on the connection's event loop.
     private var context: ChannelHandlerContext?
     private var phase = Phase.awaitingInit
+    /// What came in while the sign-in was checked, answered after it; no more is read meanwhile.
     private var pending: [String] = []
+    private var heldRead = false
     private var operations: [String: Operation] = [:]
     private var lastRun: UInt64 = 0
     private var releaseHold: SessionHolds.Release?
@@ -97,7 +98,6 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
         if (try? context.pipeline.syncOperations.handler(type: EdgeTap.self))?.quiescing == true {
             close(.goingAway, "The server is restarting: reconnect")
         }
-        context.read()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -123,9 +123,14 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
         controller.metrics.openWebSockets.decrement()
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
-        // The server reads on demand: nothing else asks for this connection's next bytes.
-        context.read()
+    /// While `connection_init` is checked the client is not read: what it sent meanwhile waits in `pending`, which
+    /// one read bounds.
+    func read(context: ChannelHandlerContext) {
+        if case .initialising = phase {
+            heldRead = true
+        } else {
+            context.read()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -217,7 +222,6 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
         case .initialising:
             // Answered in order once the sign-in is known.
             pending.append(text ? String(buffer: bytes) : "")
-            if pending.count > Self.pendingLimit { close(.unknown(4429), "Too many messages before connection_ack") }
             return
         case .awaitingInit, .ready: break
         }
@@ -290,6 +294,13 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
         let waiting = pending
         pending = []
         for text in waiting { handle(text) }
+        releaseHeldRead()
+    }
+
+    private func releaseHeldRead() {
+        guard heldRead, let context else { return }
+        heldRead = false
+        context.read()
     }
 
     /// The socket's session ended (signed out, revoked, expired): its operations stop, nothing new may start, and
@@ -469,6 +480,8 @@ final class GraphQLSocket: ChannelInboundHandler, RemovableChannelHandler, @unch
         data.write(webSocketErrorCode: code)
         if let reason { data.writeString(reason) }
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
+        // The client's answering close is read.
+        releaseHeldRead()
         let channel = context.channel
         context.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
     }
