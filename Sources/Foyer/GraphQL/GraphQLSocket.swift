@@ -53,7 +53,8 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     }
 
     let dialect: GraphQLWebSocketDialect
-    private let upgradeRequest: Request
+    /// Kept until `connection_init` is answered: it may carry the sign-in.
+    private var upgradeRequest: Request?
     private let controller: GraphQLWebSocketController
     private let trace: RequestTrace
 
@@ -236,14 +237,17 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         switch message.type {
         case "connection_init":
             guard case .awaitingInit = phase else { return reject(.unknown(4429), "Too many initialisation requests", id: nil) }
+            guard let eventLoop = context?.eventLoop, let upgradeRequest else { return }
             phase = .initialising
-            let (controller, upgradeRequest, payload, eventLoop) = (controller, upgradeRequest, message.payload, context!.eventLoop)
+            let (controller, payload, trace) = (controller, message.payload, trace)
             Task {
-                do {
-                    let identity = try await controller.authenticate(initPayload: payload, upgradeRequest: upgradeRequest)
-                    eventLoop.execute { self.initialised(identity) }
-                } catch {
-                    eventLoop.execute { self.close(.unexpectedServerError, "The sign-in could not be checked: try again") }
+                await RequestTrace.$current.withValue(trace) {
+                    do {
+                        let identity = try await controller.authenticate(initPayload: payload, upgradeRequest: upgradeRequest)
+                        eventLoop.execute { self.initialised(identity) }
+                    } catch {
+                        eventLoop.execute { self.close(.unexpectedServerError, "The sign-in could not be checked: try again") }
+                    }
                 }
             }
         case "ping" where dialect == .transportWS:
@@ -284,6 +288,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
             return
         }
         phase = .ready(identity)
+        upgradeRequest = nil
         initialisationTimer?.cancel()
         initialisationTimer = nil
         if let session = identity.session, let eventLoop = context?.eventLoop {
