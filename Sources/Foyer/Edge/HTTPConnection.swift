@@ -157,17 +157,32 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
 
     /// Writes `bytes` as one chunk of the response's body (HTTP/1.1 chunked coding), without flushing.
     func writeChunk(_ bytes: ByteBuffer) {
-        guard let context, bytes.readableBytes > 0 else { return }
-        context.eventLoop.preconditionInEventLoop()
-        var size = context.channel.allocator.buffer(capacity: 10)
-        size.writeString(String(bytes.readableBytes, radix: 16))
-        size.writeStaticString("\r\n")
-        context.write(wrapOutboundOut(size), promise: nil)
-        context.write(wrapOutboundOut(bytes), promise: nil)
-        context.write(wrapOutboundOut(Self.lineEnd), promise: nil)
+        guard bytes.readableBytes > 0 else { return }
+        write(Self.chunk(bytes))
     }
 
-    private static let lineEnd = ByteBuffer(string: "\r\n")
+    /// Writes bytes already framed as a chunk (`chunk`), without flushing: a fan-out frames an event once for all.
+    func write(_ chunk: ByteBuffer) {
+        guard let context else { return }
+        context.eventLoop.preconditionInEventLoop()
+        context.write(wrapOutboundOut(chunk), promise: nil)
+    }
+
+    /// Flushes from here, not through the pipeline behind.
+    func flush() {
+        context?.flush()
+    }
+
+    /// `bytes` as one chunk of an HTTP/1.1 chunked body: its size in hex, the bytes, a line end.
+    static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
+        let size = String(bytes.readableBytes, radix: 16)
+        var chunk = ByteBufferAllocator().buffer(capacity: size.utf8.count + bytes.readableBytes + 4)
+        chunk.writeString(size)
+        chunk.writeStaticString("\r\n")
+        chunk.writeImmutableBuffer(bytes)
+        chunk.writeStaticString("\r\n")
+        return chunk
+    }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil

@@ -400,7 +400,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         guard let channel = context?.channel, operations[id]?.run == run else { return }
         controller.metrics.activeSubscriptions.increment()
         let envelope = Self.resultEnvelope(dialect, id: id)
-        let subscriber = membership.follow(on: channel, write: { self.writeResult(envelope($0)) }) { [active = controller.metrics.activeSubscriptions] ending in
+        let subscriber = membership.follow(on: channel, write: { self.writeResult(envelope($0)) }, flush: { self.context?.flush() }) { [active = controller.metrics.activeSubscriptions] ending in
             active.decrement()
             switch ending {
             case .closed: self.finish(id, run, with: [Self.envelope("complete", id: id, payload: nil)])

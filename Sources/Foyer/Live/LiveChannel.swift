@@ -37,12 +37,34 @@ final class LiveChannel: Sendable {
 
     /// A subscriber's connection, written to from its event loop.
     struct Connection: Sendable {
+        /// How an event's bytes are framed before `write` gets them. The same for every connection of a kind, so a
+        /// fan-out frames each event once, not once per connection.
+        enum Framing: Sendable {
+            case asIs
+            /// One chunk of an HTTP/1.1 chunked body (`HandedOverConnection.chunk`).
+            case httpChunk
+        }
+
         let channel: any Channel
         /// Writes (without flushing) an event's bytes as the connection's pipeline takes them: an HTTP body part,
-        /// a websocket frame.
+        /// a websocket frame, a framed chunk.
         let write: @Sendable (ByteBuffer) -> Void
+        /// Flushes what `write` wrote: by default the channel, through its whole pipeline.
+        let flush: @Sendable () -> Void
         /// Written on every heartbeat, so that proxies and browsers keep an idle connection; nil: nothing.
         let heartbeat: ByteBuffer?
+        let framing: Framing
+
+        init(
+            channel: any Channel, write: @escaping @Sendable (ByteBuffer) -> Void, flush: (@Sendable () -> Void)? = nil, heartbeat: ByteBuffer?,
+            framing: Framing = .asIs
+        ) {
+            self.channel = channel
+            self.write = write
+            self.flush = flush ?? { channel.flush() }
+            self.heartbeat = heartbeat
+            self.framing = framing
+        }
     }
 
     /// Why following a connection ended.
@@ -288,7 +310,8 @@ final class LiveChannel: Sendable {
 
     /// The followed connections of one event loop. Everything here runs on that loop, so nothing in it is locked.
     final class LoopSubscribers: @unchecked Sendable {
-        struct Follower {
+        /// A class, so that a fan-out updates each follower where it is rather than copying it out and back.
+        final class Follower {
             let id: UInt64
             let connection: Connection
             /// The last event written to it.
@@ -296,6 +319,13 @@ final class LiveChannel: Sendable {
             let ending: @Sendable (Ending) -> Void
             /// Events written while the connection would not take more.
             var unwritable = 0
+
+            init(id: UInt64, connection: Connection, cursor: UInt64, ending: @escaping @Sendable (Ending) -> Void) {
+                self.id = id
+                self.connection = connection
+                self.cursor = cursor
+                self.ending = ending
+            }
         }
 
         let eventLoop: any EventLoop
@@ -313,7 +343,6 @@ final class LiveChannel: Sendable {
         /// Takes a follower in, first writing what was published since its cursor.
         func add(_ follower: Follower) {
             eventLoop.preconditionInEventLoop()
-            var follower = follower
             let (stopped, next): (Ending?, Next?) = owner.state.withLockedValue { state in
                 if state.closed { return (.closed, nil) }
                 if state.endedSubscribers.contains(follower.id) { return (.ended, nil) }
@@ -331,19 +360,21 @@ final class LiveChannel: Sendable {
             }
             switch next {
             case .event(let payload, let sequence):
-                write([payload], through: sequence, to: &follower)
+                write([payload].lazy.map { Self.framed($0, follower.connection.framing) }, through: sequence, to: follower)
             case .events(let payloads, let through):
-                write(payloads, through: through, to: &follower)
+                write(payloads.lazy.map { Self.framed($0, follower.connection.framing) }, through: through, to: follower)
             case nil, .gap, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 // Nothing new since its cursor (the window is not closed and has no gap: both were answered above).
                 break
             }
             followers[follower.id] = follower
             let id = follower.id
-            follower.connection.channel.closeFuture.whenComplete { _ in self.finish(id, .gone) }
+            // Not at once: a connection can close inside a fan-out's write, which must not see followers change.
+            follower.connection.channel.closeFuture.whenComplete { _ in self.eventLoop.execute { self.finish(id, .gone) } }
         }
 
-        /// Writes what was published since the last delivery to every follower, flushing each once.
+        /// Writes what was published since the last delivery to every follower, flushing each once. Each event is
+        /// framed once for all the followers whose connections frame it alike.
         func deliver() {
             eventLoop.preconditionInEventLoop()
             let next = owner.state.withLockedValue { state -> Next? in
@@ -365,27 +396,40 @@ final class LiveChannel: Sendable {
             case nil, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 return
             }
+            var chunks: [ByteBuffer]?
             let first = through - UInt64(payloads.count) + 1
-            for id in Array(followers.keys) {
-                guard var follower = followers[id] else { continue }
+            var lagging: [UInt64] = []
+            for follower in followers.values {
                 // A follower taken in after this delivery was scheduled already has its first events.
                 let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
-                if skipped < payloads.count { write(payloads[skipped...], through: through, to: &follower) }
-                if follower.unwritable > owner.limits.subscriberBuffer {
-                    finish(id, .lagging)
-                } else {
-                    followers[id] = follower
+                if skipped < payloads.count {
+                    switch follower.connection.framing {
+                    case .asIs:
+                        write(payloads[skipped...], through: through, to: follower)
+                    case .httpChunk:
+                        if chunks == nil { chunks = payloads.map { Self.framed($0, .httpChunk) } }
+                        write(chunks![skipped...], through: through, to: follower)
+                    }
                 }
+                if follower.unwritable > owner.limits.subscriberBuffer { lagging.append(follower.id) }
             }
             delivered = through
+            for id in lagging { finish(id, .lagging) }
         }
 
         func heartbeat() {
             eventLoop.preconditionInEventLoop()
+            var chunk: ByteBuffer?
             for follower in followers.values {
                 guard let heartbeat = follower.connection.heartbeat else { continue }
-                follower.connection.write(heartbeat)
-                follower.connection.channel.flush()
+                switch follower.connection.framing {
+                case .asIs:
+                    follower.connection.write(heartbeat)
+                case .httpChunk:
+                    if chunk == nil { chunk = Self.framed(heartbeat, .httpChunk) }
+                    follower.connection.write(chunk!)
+                }
+                follower.connection.flush()
             }
         }
 
@@ -405,12 +449,18 @@ final class LiveChannel: Sendable {
             owner.state.withLockedValue { _ = $0.loopOfSubscriber.removeValue(forKey: id) }
         }
 
-        private func write<Payloads: Collection<ByteBuffer>>(_ payloads: Payloads, through: UInt64, to follower: inout Follower) {
-            let channel = follower.connection.channel
+        private static func framed(_ payload: ByteBuffer, _ framing: Connection.Framing) -> ByteBuffer {
+            switch framing {
+            case .asIs: payload
+            case .httpChunk: HandedOverConnection.chunk(payload)
+            }
+        }
+
+        private func write<Payloads: Collection<ByteBuffer>>(_ payloads: Payloads, through: UInt64, to follower: Follower) {
             for payload in payloads { follower.connection.write(payload) }
-            channel.flush()
+            follower.connection.flush()
             follower.cursor = through
-            follower.unwritable = channel.isWritable ? 0 : follower.unwritable + payloads.count
+            follower.unwritable = follower.connection.channel.isWritable ? 0 : follower.unwritable + payloads.count
         }
     }
 }

@@ -89,7 +89,9 @@ final class LiveStreams: Sendable {
         }
         if let handover = ConnectionHandover.current {
             let handedOver = handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
-            let following = LiveChannel.Connection(channel: connection, write: handedOver.writeChunk, heartbeat: Self.heartbeatComment)
+            let following = LiveChannel.Connection(
+                channel: connection, write: handedOver.write, flush: handedOver.flush, heartbeat: Self.heartbeatComment, framing: .httpChunk
+            )
             channel.follow(following, after: cursor, subscriber: subscriber) { ending in
                 done()
                 // The connection's own end: its task is gone, so nothing else would write it.
