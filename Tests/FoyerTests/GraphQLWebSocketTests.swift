@@ -5,6 +5,7 @@ import HummingbirdTesting
 import HummingbirdWSTesting
 import HummingbirdWebSocket
 import NIOCore
+import NIOEmbedded
 import NIOWebSocket
 import Testing
 
@@ -217,5 +218,23 @@ import Testing
                 #expect(response.text.contains("graphql-transport-ws"))
             }
         }
+    }
+
+    /// A shared result is framed once for every socket with the same dialect and id, as a whole websocket frame
+    /// written past NIO's encoder: NIO's decoder reads it as the envelope, at each length encoding's edges.
+    @Test(arguments: [0, 125 - 35, 126 - 35, 65_535 - 35, 65_536 - 35])
+    func aSharedResultIsAWholeFrameNIOReadsBack(payloadLength: Int) throws {
+        let framing = GraphQLSocket.resultFraming(.transportWS, id: "a")
+        let payload = ByteBuffer(string: String(repeating: "x", count: payloadLength))
+        let expected = GraphQLSocket.envelope("next", id: "a", payload: payload)
+        let decoder = EmbeddedChannel(handler: ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)))
+        try decoder.writeInbound(framing.frame(payload))
+        let frame = try #require(try decoder.readInbound(as: WebSocketFrame.self))
+        #expect(frame.fin && frame.opcode == .text)
+        #expect(String(buffer: frame.data) == expected)
+        #expect(frame.data.readableBytes == payloadLength + 35, "the lengths tried sit on the encodings' edges")
+        #expect(framing.key == GraphQLSocket.resultFraming(.transportWS, id: "a").key)
+        #expect(framing.key != GraphQLSocket.resultFraming(.legacy, id: "a").key)
+        #expect(framing.key != GraphQLSocket.resultFraming(.transportWS, id: "a ").key)
     }
 }

@@ -173,6 +173,9 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
         context?.flush()
     }
 
+    /// Every taken-over stream frames its events alike.
+    static let chunked = LiveChannel.Connection.Framing(key: "http-chunk", frame: chunk)
+
     /// `bytes` as one chunk of an HTTP/1.1 chunked body: its size in hex, the bytes, a line end.
     static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
         let size = String(bytes.readableBytes, radix: 16)

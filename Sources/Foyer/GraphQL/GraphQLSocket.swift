@@ -60,6 +60,8 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
 
     // Everything below is only used on the connection's event loop.
     private var context: ChannelHandlerContext?
+    /// NIO's frame encoder's place in the pipeline: frames a fan-out made whole are written from there.
+    private var encoder: ChannelHandlerContext?
     private var phase = Phase.awaitingInit
     /// What came in while the sign-in was checked, answered after it; no more is read meanwhile.
     private var pending: [String] = []
@@ -87,6 +89,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        encoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
         controller.metrics.openWebSockets.increment()
         initialisationTimer = context.eventLoop.scheduleTask(in: Self.initialisationTimeout) { [self] in
             switch phase {
@@ -109,6 +112,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     func handlerRemoved(context: ChannelHandlerContext) {
         ended()
         self.context = nil
+        encoder = nil
     }
 
     /// The connection is gone: what runs for it stops, and what it held is let go. Once.
@@ -399,8 +403,9 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     private func follow(_ membership: SharedSubscriptions.Membership, id: String, run: UInt64) {
         guard let channel = context?.channel, operations[id]?.run == run else { return }
         controller.metrics.activeSubscriptions.increment()
-        let envelope = Self.resultEnvelope(dialect, id: id)
-        let subscriber = membership.follow(on: channel, write: { self.writeResult(envelope($0)) }, flush: { self.context?.flush() }) { [active = controller.metrics.activeSubscriptions] ending in
+        let subscriber = membership.follow(
+            on: channel, write: { self.writeResult($0) }, flush: { self.encoder?.flush() }, framing: Self.resultFraming(dialect, id: id)
+        ) { [active = controller.metrics.activeSubscriptions] ending in
             active.decrement()
             switch ending {
             case .closed: self.finish(id, run, with: [Self.envelope("complete", id: id, payload: nil)])
@@ -452,10 +457,11 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         countBacklog(context.channel)
     }
 
-    /// A shared subscription's result, written by the feed's fan-out, which flushes.
-    private func writeResult(_ frame: WebSocketFrame) {
-        guard case .ready = phase, let context else { return }
-        context.write(wrapOutboundOut(frame), promise: nil)
+    /// A shared subscription's result, already a whole frame (`resultFraming`), written by the feed's fan-out
+    /// (which flushes) from NIO's frame encoder on, past it.
+    private func writeResult(_ frame: ByteBuffer) {
+        guard case .ready = phase, let encoder else { return }
+        encoder.write(NIOAny(frame), promise: nil)
     }
 
     private func countBacklog(_ channel: any Channel) {
@@ -507,16 +513,27 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         }
     }
 
-    /// A result's text frame, made on the socket's event loop from the feed's shared bytes: the same text as
-    /// `envelope(resultType, id:, payload:)`.
-    static func resultEnvelope(_ dialect: GraphQLWebSocketDialect, id: String) -> @Sendable (ByteBuffer) -> WebSocketFrame {
+    /// A result as a whole text frame, unmasked as a server's are: the same text as `envelope(resultType, id:,
+    /// payload:)`. Made once per result for every socket following it with this dialect and id.
+    static func resultFraming(_ dialect: GraphQLWebSocketDialect, id: String) -> LiveChannel.Connection.Framing {
         let head = ByteBuffer(string: #"{"type":"# + jsonString(dialect.resultType) + #","id":"# + jsonString(id) + #","payload":"#)
-        return { payload in
-            var text = ByteBufferAllocator().buffer(capacity: head.readableBytes + payload.readableBytes + 1)
-            text.writeImmutableBuffer(head)
-            text.writeImmutableBuffer(payload)
-            text.writeStaticString("}")
-            return WebSocketFrame(fin: true, opcode: .text, data: text)
+        return LiveChannel.Connection.Framing(key: dialect.rawValue + " " + id) { payload in
+            let length = head.readableBytes + payload.readableBytes + 1
+            var frame = ByteBufferAllocator().buffer(capacity: length + 10)
+            frame.writeInteger(UInt8(0x81))  // FIN, text
+            if length < 126 {
+                frame.writeInteger(UInt8(length))
+            } else if length <= Int(UInt16.max) {
+                frame.writeInteger(UInt8(126))
+                frame.writeInteger(UInt16(length))
+            } else {
+                frame.writeInteger(UInt8(127))
+                frame.writeInteger(UInt64(length))
+            }
+            frame.writeImmutableBuffer(head)
+            frame.writeImmutableBuffer(payload)
+            frame.writeStaticString("}")
+            return frame
         }
     }
 

@@ -57,16 +57,16 @@ final class SharedSubscriptions: Sendable {
 
         deinit { owner.detach(key, feed) }
 
-        /// Writes each result to `connection` with `write` (and `flush`), from the connection's event loop, until the feed ends
+        /// Writes each result to `connection` with `write` (and `flush`), framed by `framing`, from the connection's event loop, until the feed ends
         /// (`.closed`), the connection closes or falls behind, or `stop`; then calls `ended` there. Gives the number
         /// that stops it. The membership lasts as long as the following.
         func follow(
             on connection: any Channel, write: @escaping @Sendable (ByteBuffer) -> Void, flush: @escaping @Sendable () -> Void,
-            ended: @escaping @Sendable (LiveChannel.Ending) -> Void
+            framing: LiveChannel.Connection.Framing, ended: @escaping @Sendable (LiveChannel.Ending) -> Void
         ) -> UInt64 {
             let channel = feed.channel
             let subscriber = channel.subscribe()
-            let following = LiveChannel.Connection(channel: connection, write: write, flush: flush, heartbeat: nil)
+            let following = LiveChannel.Connection(channel: connection, write: write, flush: flush, heartbeat: nil, framing: framing)
             channel.follow(following, after: joinedAfter, subscriber: subscriber) { ending in
                 channel.unsubscribe(subscriber)
                 withExtendedLifetime(self) { ended(ending) }

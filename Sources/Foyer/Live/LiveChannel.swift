@@ -37,12 +37,12 @@ final class LiveChannel: Sendable {
 
     /// A subscriber's connection, written to from its event loop.
     struct Connection: Sendable {
-        /// How an event's bytes are framed before `write` gets them. The same for every connection of a kind, so a
-        /// fan-out frames each event once, not once per connection.
-        enum Framing: Sendable {
-            case asIs
-            /// One chunk of an HTTP/1.1 chunked body (`HandedOverConnection.chunk`).
-            case httpChunk
+        /// How an event's bytes are framed before `write` gets them. Connections whose framings have the same key
+        /// frame alike (a stream's HTTP chunk, a subscription's websocket frame with the same id), so a fan-out
+        /// frames each event once per key, not once per connection.
+        struct Framing: Sendable {
+            let key: String
+            let frame: @Sendable (ByteBuffer) -> ByteBuffer
         }
 
         let channel: any Channel
@@ -53,11 +53,12 @@ final class LiveChannel: Sendable {
         let flush: @Sendable () -> Void
         /// Written on every heartbeat, so that proxies and browsers keep an idle connection; nil: nothing.
         let heartbeat: ByteBuffer?
-        let framing: Framing
+        /// nil: written as published.
+        let framing: Framing?
 
         init(
             channel: any Channel, write: @escaping @Sendable (ByteBuffer) -> Void, flush: (@Sendable () -> Void)? = nil, heartbeat: ByteBuffer?,
-            framing: Framing = .asIs
+            framing: Framing? = nil
         ) {
             self.channel = channel
             self.write = write
@@ -358,11 +359,12 @@ final class LiveChannel: Sendable {
                 follower.ending(stopped)
                 return
             }
+            let frame = follower.connection.framing?.frame ?? { $0 }
             switch next {
             case .event(let payload, let sequence):
-                write([payload].lazy.map { Self.framed($0, follower.connection.framing) }, through: sequence, to: follower)
+                write([frame(payload)], through: sequence, to: follower)
             case .events(let payloads, let through):
-                write(payloads.lazy.map { Self.framed($0, follower.connection.framing) }, through: through, to: follower)
+                write(payloads.map(frame), through: through, to: follower)
             case nil, .gap, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 // Nothing new since its cursor (the window is not closed and has no gap: both were answered above).
                 break
@@ -396,19 +398,19 @@ final class LiveChannel: Sendable {
             case nil, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 return
             }
-            var chunks: [ByteBuffer]?
+            var framed: [String: [ByteBuffer]] = [:]
             let first = through - UInt64(payloads.count) + 1
             var lagging: [UInt64] = []
             for follower in followers.values {
                 // A follower taken in after this delivery was scheduled already has its first events.
                 let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
                 if skipped < payloads.count {
-                    switch follower.connection.framing {
-                    case .asIs:
+                    if let framing = follower.connection.framing {
+                        let frames = framed[framing.key] ?? payloads.map(framing.frame)
+                        if framed.count < Self.framingsKept { framed[framing.key] = frames }
+                        write(frames[skipped...], through: through, to: follower)
+                    } else {
                         write(payloads[skipped...], through: through, to: follower)
-                    case .httpChunk:
-                        if chunks == nil { chunks = payloads.map { Self.framed($0, .httpChunk) } }
-                        write(chunks![skipped...], through: through, to: follower)
                     }
                 }
                 if follower.unwritable > owner.limits.subscriberBuffer { lagging.append(follower.id) }
@@ -417,17 +419,20 @@ final class LiveChannel: Sendable {
             for id in lagging { finish(id, .lagging) }
         }
 
+        /// Framings kept per delivery: a few kinds of connection, not one per client that names its own ids.
+        private static let framingsKept = 16
+
         func heartbeat() {
             eventLoop.preconditionInEventLoop()
-            var chunk: ByteBuffer?
+            var framed: [String: ByteBuffer] = [:]
             for follower in followers.values {
                 guard let heartbeat = follower.connection.heartbeat else { continue }
-                switch follower.connection.framing {
-                case .asIs:
+                if let framing = follower.connection.framing {
+                    let frame = framed[framing.key] ?? framing.frame(heartbeat)
+                    if framed.count < Self.framingsKept { framed[framing.key] = frame }
+                    follower.connection.write(frame)
+                } else {
                     follower.connection.write(heartbeat)
-                case .httpChunk:
-                    if chunk == nil { chunk = Self.framed(heartbeat, .httpChunk) }
-                    follower.connection.write(chunk!)
                 }
                 follower.connection.flush()
             }
@@ -447,13 +452,6 @@ final class LiveChannel: Sendable {
 
         private func forget(_ id: UInt64) {
             owner.state.withLockedValue { _ = $0.loopOfSubscriber.removeValue(forKey: id) }
-        }
-
-        private static func framed(_ payload: ByteBuffer, _ framing: Connection.Framing) -> ByteBuffer {
-            switch framing {
-            case .asIs: payload
-            case .httpChunk: HandedOverConnection.chunk(payload)
-            }
         }
 
         private func write<Payloads: Collection<ByteBuffer>>(_ payloads: Payloads, through: UInt64, to follower: Follower) {

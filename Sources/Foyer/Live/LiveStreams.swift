@@ -90,7 +90,8 @@ final class LiveStreams: Sendable {
         if let handover = ConnectionHandover.current {
             let handedOver = handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
             let following = LiveChannel.Connection(
-                channel: connection, write: handedOver.write, flush: handedOver.flush, heartbeat: Self.heartbeatComment, framing: .httpChunk
+                channel: connection, write: handedOver.write, flush: handedOver.flush, heartbeat: Self.heartbeatComment,
+                framing: HandedOverConnection.chunked
             )
             channel.follow(following, after: cursor, subscriber: subscriber) { ending in
                 done()
