@@ -228,6 +228,11 @@ struct EdgeGuardedChannel: ServerChildChannel {
             },
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
+                    // The edge's HTTP rules have nothing left to watch (its tap stays: it counts the connection).
+                    let operations = channel.pipeline.syncOperations
+                    if let requests = try? operations.context(handlerType: EdgeRequests.self) {
+                        operations.removeHandler(context: requests, promise: nil)
+                    }
                     try webSockets.serve(channel, upgradedFor: head)
                     return .webSocket
                 }

@@ -398,7 +398,8 @@ final class LiveChannel: Sendable {
             case nil, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 return
             }
-            var framed: [String: [ByteBuffer]] = [:]
+            // Most loops follow one kind of connection: a short list, searched by its keys, beats hashing them.
+            var framed: [(key: String, frames: [ByteBuffer])] = []
             let first = through - UInt64(payloads.count) + 1
             var lagging: [UInt64] = []
             for follower in followers.values {
@@ -406,8 +407,13 @@ final class LiveChannel: Sendable {
                 let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
                 if skipped < payloads.count {
                     if let framing = follower.connection.framing {
-                        let frames = framed[framing.key] ?? payloads.map(framing.frame)
-                        if framed.count < Self.framingsKept { framed[framing.key] = frames }
+                        let frames: [ByteBuffer]
+                        if let known = framed.first(where: { $0.key == framing.key }) {
+                            frames = known.frames
+                        } else {
+                            frames = payloads.map(framing.frame)
+                            if framed.count < Self.framingsKept { framed.append((framing.key, frames)) }
+                        }
                         write(frames[skipped...], through: through, to: follower)
                     } else {
                         write(payloads[skipped...], through: through, to: follower)
