@@ -220,6 +220,22 @@ import Testing
         }
     }
 
+    /// Over a real connection the upgrade itself is refused, with the same words as the route's.
+    @Test func anUpgradeOfferingNeitherDialectIsRefusedOnTheWire() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let answer = try await RawConnection.exchange(
+                port: client.port!,
+                "GET /graphql HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n"
+            )
+            #expect(answer.status == 400)
+            #expect(answer.body.contains("graphql-transport-ws"))
+            #expect(answer.header("connection") == "close")
+            #expect(answer.closed)
+        }
+    }
+
     /// A shared result is framed once for every socket with the same dialect and id, as a whole websocket frame
     /// written past NIO's encoder: NIO's decoder reads it as the envelope, at each length encoding's edges.
     @Test(arguments: [0, 125 - 35, 126 - 35, 65_535 - 35, 65_536 - 35])

@@ -218,3 +218,28 @@ def test_a_socket_whose_client_stops_reading_is_closed_with_1013_and_counted(ser
     raw.close()
     assert close_code == 1013
     assert lagging_count() == before + 1, "counted once"
+
+
+def test_a_graceful_shutdown_closes_open_sockets_with_1001_and_the_server_exits(tmp_path):
+    """SIGTERM: a subscribed socket hears 1001 (going away: reconnect) and, once it answers, the server exits 0."""
+    import signal
+
+    foyer = RunningServer(tmp_path)
+    try:
+        token = session_token(foyer)
+
+        async def subscribed_then_stopped():
+            async with connect(ws_url(foyer), subprotocols=["graphql-transport-ws"]) as socket:
+                await socket.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
+                assert json.loads(await socket.recv())["type"] == "connection_ack"
+                await socket.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
+                await socket.send(json.dumps({"type": "ping"}))
+                assert json.loads(await socket.recv())["type"] == "pong"  # the subscribe before it was taken
+                foyer.process.send_signal(signal.SIGTERM)
+                await socket.wait_closed()
+                return socket.close_code
+
+        assert run(subscribed_then_stopped()) == 1001
+        assert foyer.process.wait(timeout=15) == 0
+    finally:
+        foyer.stop()
