@@ -57,9 +57,9 @@ final class SharedSubscriptions: Sendable {
 
         deinit { owner.detach(key, feed) }
 
-        /// Writes each result to `connection` with `write` (and `flush`), framed by `framing`, from the connection's event loop, until the feed ends
-        /// (`.closed`), the connection closes or falls behind, or `stop`; then calls `ended` there. Gives the number
-        /// that stops it. The membership lasts as long as the following.
+        /// Writes each result to `connection` with `write` (and `flush`), framed by `framing`, from the connection's
+        /// event loop, until the feed ends (`.closed`), the connection closes or falls behind, or `stop`; then calls
+        /// `ended` there. Gives the number that stops it. The membership lasts as long as the following.
         func follow(
             on connection: any Channel, write: @escaping @Sendable (ByteBuffer) -> Void, flush: @escaping @Sendable () -> Void,
             framing: LiveChannel.Connection.Framing, ended: @escaping @Sendable (LiveChannel.Ending) -> Void
