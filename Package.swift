@@ -77,6 +77,8 @@ let package = Package(
                 "Foyer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+                // Its websocket client's close frames; the server's sockets are Foyer's own (GraphQLSocket).
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import HummingbirdWSTesting
-import HummingbirdWebSocket
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
