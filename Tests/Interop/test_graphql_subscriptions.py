@@ -243,3 +243,20 @@ def test_a_graceful_shutdown_closes_open_sockets_with_1001_and_the_server_exits(
         assert foyer.process.wait(timeout=15) == 0
     finally:
         foyer.stop()
+
+
+def test_fragmented_messages_are_put_together_up_to_the_size_limit(server):
+    """A message may come in fragments (RFC 6455 §5.4): they are joined; past 1 MiB together the socket closes 1009."""
+    token = session_token(server)
+    init = json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+
+    async def talk():
+        async with connect(ws_url(server), subprotocols=["graphql-transport-ws"], max_size=None) as socket:
+            await socket.send([init[:10], init[10:25], init[25:]])  # three frames, one message
+            acknowledged = json.loads(await socket.recv())["type"]
+            filler = "x" * (256 * 1024)
+            await socket.send([filler] * 5)  # 1.25 MiB in frames each under the frame limit
+            await socket.wait_closed()
+            return acknowledged, socket.close_code
+
+    assert run(talk()) == ("connection_ack", 1009)
