@@ -162,9 +162,9 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
     }
 
     /// Writes bytes already framed as a chunk (`chunk`), without flushing: a fan-out frames an event once for all.
+    /// On the connection's event loop (a fan-out checks that once per delivery, not per connection).
     func write(_ chunk: ByteBuffer) {
         guard let context else { return }
-        context.eventLoop.preconditionInEventLoop()
         context.write(wrapOutboundOut(chunk), promise: nil)
     }
 

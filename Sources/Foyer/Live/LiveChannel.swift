@@ -38,8 +38,8 @@ final class LiveChannel: Sendable {
     /// A subscriber's connection, written to from its event loop.
     struct Connection: Sendable {
         /// How an event's bytes are framed before `write` gets them. Connections whose framings have the same key
-        /// frame alike (a stream's HTTP chunk, a subscription's websocket frame with the same id), so a fan-out
-        /// frames each event once per key, not once per connection.
+        /// frame alike (a stream's HTTP chunk, a subscription's websocket frame with the same id) and have the same
+        /// heartbeat, so a fan-out frames each event once per key, not once per connection.
         struct Framing: Sendable {
             let key: String
             let frame: @Sendable (ByteBuffer) -> ByteBuffer
@@ -398,8 +398,7 @@ final class LiveChannel: Sendable {
             case nil, .closed, .lagging, .heartbeat, .cancelled, .ended:
                 return
             }
-            // Most loops follow one kind of connection: a short list, searched by its keys, beats hashing them.
-            var framed: [(key: String, frames: [ByteBuffer])] = []
+            var framed = Framed<[ByteBuffer]>()
             let first = through - UInt64(payloads.count) + 1
             var lagging: [UInt64] = []
             for follower in followers.values {
@@ -407,13 +406,7 @@ final class LiveChannel: Sendable {
                 let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
                 if skipped < payloads.count {
                     if let framing = follower.connection.framing {
-                        let frames: [ByteBuffer]
-                        if let known = framed.first(where: { $0.key == framing.key }) {
-                            frames = known.frames
-                        } else {
-                            frames = payloads.map(framing.frame)
-                            if framed.count < Self.framingsKept { framed.append((framing.key, frames)) }
-                        }
+                        let frames = framed.value(for: framing.key) { payloads.map(framing.frame) }
                         write(frames[skipped...], through: through, to: follower)
                     } else {
                         write(payloads[skipped...], through: through, to: follower)
@@ -425,17 +418,26 @@ final class LiveChannel: Sendable {
             for id in lagging { finish(id, .lagging) }
         }
 
-        /// Framings kept per delivery: a few kinds of connection, not one per client that names its own ids.
-        private static let framingsKept = 16
+        /// What one fan-out framed, by framing key. Most loops follow one kind of connection: a short list, searched
+        /// by its keys, beats hashing them per follower; a few kept, not one per client that names its own ids.
+        private struct Framed<Value> {
+            private var kept: [(key: String, value: Value)] = []
+
+            mutating func value(for key: String, framing make: () -> Value) -> Value {
+                if let known = kept.first(where: { $0.key == key }) { return known.value }
+                let value = make()
+                if kept.count < 16 { kept.append((key, value)) }
+                return value
+            }
+        }
 
         func heartbeat() {
             eventLoop.preconditionInEventLoop()
-            var framed: [String: ByteBuffer] = [:]
+            var framed = Framed<ByteBuffer>()
             for follower in followers.values {
                 guard let heartbeat = follower.connection.heartbeat else { continue }
                 if let framing = follower.connection.framing {
-                    let frame = framed[framing.key] ?? framing.frame(heartbeat)
-                    if framed.count < Self.framingsKept { framed[framing.key] = frame }
+                    let frame = framed.value(for: framing.key) { framing.frame(heartbeat) }
                     follower.connection.write(frame)
                 } else {
                     follower.connection.write(heartbeat)
