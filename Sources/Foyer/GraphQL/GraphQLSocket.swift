@@ -344,6 +344,9 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         let task = Task {
             await RequestTrace.$current.withValue(trace) {
                 let finish: @Sendable (_ messages: [String]) -> Void = { messages in eventLoop.execute { self.finish(id, run, with: messages) } }
+                let fail: @Sendable (_ message: String, _ code: String) -> Void = { message, code in
+                    finish(Self.failure(id, errors: Self.errorList(message, code: code), dialect: dialect))
+                }
                 do {
                     // Over the quota, this operation ends with an error; the socket and its other operations go on.
                     try controller.rateLimit?.take(caller: identity.userId)
@@ -384,16 +387,16 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
                         }
                     }
                 } catch let refusal as GraphQLRefusal {
-                    finish(Self.failure(id, errors: Self.errorList(refusal.message, code: refusal.code), dialect: dialect))
+                    fail(refusal.message, refusal.code)
                 } catch is AuthenticationRequired {
-                    finish(Self.failure(id, errors: Self.errorList("The session ended: sign in again", code: "UNAUTHENTICATED"), dialect: dialect))
+                    fail("The session ended: sign in again", "UNAUTHENTICATED")
                 } catch let error as GraphQLUpstreamError {
                     let refusal = GraphQLRefusal(upstream: error)
-                    finish(Self.failure(id, errors: Self.errorList(refusal.message, code: refusal.code), dialect: dialect))
+                    fail(refusal.message, refusal.code)
                 } catch is CancellationError {
                     finish([])
                 } catch {
-                    finish(Self.failure(id, errors: Self.errorList("The operation failed: \(error)", code: "INTERNAL"), dialect: dialect))
+                    fail("The operation failed: \(error)", "INTERNAL")
                 }
             }
         }
