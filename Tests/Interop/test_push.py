@@ -123,6 +123,21 @@ def test_a_device_registered_with_curl_is_held_by_ups_under_the_users_alias(push
     assert newer not in [d["device_token"] for d in curl_json(push_server, "GET", "/api/v1/devices", token)[1]]
 
 
+def test_a_device_deleted_is_gone_until_registered_again_through_either_route(push_server, ups):
+    """What Schemathesis's stateful phase no longer walks through the Jumpstart alias (Tests/Interop/schemathesis.toml)."""
+    token, _ = sign_in(push_server)
+    device = android_token()
+    registration = {"token": device, "platform": "android", "os_version": ""}
+    assert curl_json(push_server, "POST", "/api/v1/notification_tokens", token, registration)[0] == 201
+    assert curl_json(push_server, "DELETE", f"/api/v1/devices/{device}", token)[0] == 204
+    assert curl_json(push_server, "GET", f"/api/v1/devices/{device}", token)[0] == 404
+    assert ups.installation(device) is None
+    assert curl_json(push_server, "POST", "/api/v1/notification_tokens", token, registration)[0] == 201
+    status, body = curl_json(push_server, "GET", f"/api/v1/devices/{device}", token)
+    assert status == 200 and body["state"] == "registered" and body["os_version"] == ""
+    assert ups.installation(device)["deviceToken"] == device
+
+
 def test_while_ups_is_away_registrations_wait_and_arrive_by_themselves(push_server, ups):
     token, user_id = sign_in(push_server)
     device = ios_token()
