@@ -123,7 +123,7 @@ def test_a_device_registered_with_curl_is_held_by_ups_under_the_users_alias(push
     assert newer not in [d["device_token"] for d in curl_json(push_server, "GET", "/api/v1/devices", token)[1]]
 
 
-def test_a_device_deleted_is_gone_until_registered_again_through_either_route(push_server, ups):
+def test_a_device_deleted_is_gone_until_the_alias_registers_it_again(push_server, ups):
     """What Schemathesis's stateful phase no longer walks through the Jumpstart alias (Tests/Interop/schemathesis.toml)."""
     token, _ = sign_in(push_server)
     device = android_token()
