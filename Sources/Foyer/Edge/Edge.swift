@@ -191,7 +191,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
     let webSockets: GraphQLWebSocketController
     let edge: Edge
     /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
-    var upgradePaths: Set<String> { [GraphQLWebSocketController.path] }
+    static let upgradePaths: Set<String> = [GraphQLWebSocketController.path]
 
     /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
     /// `maximumHeadBytes`, at most `maximumHeaderCount` fields. A URL over `maximumRequestLineBytes` whose head
@@ -210,7 +210,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
             try operations.addHandler(tap, position: .first)
             let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
             let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try operations.addHandler(EdgeRequests(edge: edge, tap: tap, upgradePaths: upgradePaths), position: .after(decoder))
+            try operations.addHandler(EdgeRequests(edge: edge, tap: tap, upgradePaths: Self.upgradePaths), position: .after(decoder))
             return Value(negotiated: negotiated, channel: channel)
         }
     }

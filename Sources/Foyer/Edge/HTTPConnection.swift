@@ -140,8 +140,9 @@ final class ConnectionHandover: Sendable {
 /// First in a connection that was taken over. The client sends nothing more on it (an EventSource never does):
 /// whatever arrives closes it. It reads on by itself, since the HTTP side that asked for reads has ended, so a client
 /// that leaves is seen at once. (The ended task's writer is dropped unfinished: NIO's async channel does not finish
-/// it on deinit, so it half-closes nothing.) A graceful shutdown ends the response. Body chunks are framed and written here, past the HTTP
-/// handlers: a change reaches ten thousand connections without passing each one's pipeline.
+/// it on deinit, so it half-closes nothing.) A graceful shutdown ends the response. Body chunks are framed and
+/// written here, past the HTTP handlers: a change reaches ten thousand connections without passing each one's
+/// pipeline.
 final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = NIOAny
