@@ -32,9 +32,14 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
+        // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function.
+        .target(name: "CCurlSMTP", linkerSettings: [.linkedLibrary("curl")]),
         .target(
             name: "Foyer",
             dependencies: [
+                "CCurlSMTP",
+                // Features' own flags live with them as option groups (Mail/MailOptions).
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),

@@ -59,6 +59,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup(title: "Mail") var mail: MailOptions
+
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
 
@@ -304,6 +306,7 @@ struct Serve: AsyncParsableCommand {
         if let notify = pushNotifyTasks ?? environment["FOYER_PUSH_NOTIFY_TASKS"].flatMap({ Bool($0.lowercased()) }) {
             config.pushNotifyTasks = notify
         }
+        config.mail = try mail.settings(environment: environment)
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         // Libraries that report through swift-metrics land in the same scrape as Foyer's own metrics.
         let metrics = FoyerMetrics()
@@ -367,6 +370,9 @@ struct AddUser: AsyncParsableCommand {
     @Argument(help: "The account's email address")
     var email: String
 
+    @Option(help: "The name others see beside the account's posts (default: the part of the address before @)")
+    var name: String?
+
     func run() async throws {
         guard let line = readLine(strippingNewline: true), !line.isEmpty else {
             throw ValidationError("Give the password on standard input, e.g. `echo 'secret password' | foyer user add \(email)`")
@@ -374,8 +380,8 @@ struct AddUser: AsyncParsableCommand {
         let store = try await common.openStore()
         defer { if case .postgres(let postgres) = store { postgres.close() } }
         do {
-            let user = try await UserRepository(store: store).create(email: email, password: line)
-            print("Created user \(user.id ?? 0) <\(user.email)>.")
+            let user = try await UserRepository(store: store).create(email: email, password: line, name: name)
+            print("Created user \(user.id ?? 0) \(user.name) <\(user.email)>.")
         } catch let error as UserError {
             throw ValidationError(error.description)
         }

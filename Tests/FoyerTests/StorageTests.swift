@@ -29,7 +29,8 @@ import Testing
         let storage = store.userStorage
         func user(_ subject: String, _ email: String, at provider: String = "keycloak", newEmail: String? = nil, link: Bool) async throws -> User? {
             try await storage.providerUser(
-                provider: provider, subject: subject, email: email, newEmail: newEmail, separateEmail: "\(subject)@\(provider).oidc.invalid"
+                provider: provider, subject: subject, email: email, newEmail: newEmail, separateEmail: "\(subject)@\(provider).oidc.invalid",
+                name: "User \(subject)", emailVerified: link
             ) { _, _ in link }
         }
         // Unverified: the local account is not linked.
@@ -94,13 +95,13 @@ import Testing
         let generation = posts.generation.current
         let page = try await posts.storage.page(limit: 2, offset: 2)
         #expect(page.posts.map(\.post.title) == ["Post 3", "Post 2"] && page.total == 5)
-        #expect(page.posts.allSatisfy { $0.author.email == "ada@example.com" })
+        #expect(page.posts.allSatisfy { $0.author.name == "ada" }, "authors by name, never by address")
         #expect(try await posts.storage.page(limit: 2, offset: 10).total == 5, "past the end still counts")
 
         // The point read (a prepared statement on PostgreSQL, read by position): every field, its author, its times.
         let found = try #require(try await posts.find(id: made[2].id))
         #expect(found.post.id == made[2].id && found.post.title == "Post 3" && found.post.content == "Body 3")
-        #expect(found.post.authorId == ada.id && found.author.id == ada.id && found.author.email == "ada@example.com")
+        #expect(found.post.authorId == ada.id && found.author.id == ada.id && found.author.name == "ada")
         #expect(abs(found.post.createdAt.timeIntervalSince(made[2].post.createdAt)) < 0.001)
         #expect(abs(found.post.updatedAt.timeIntervalSince(made[2].post.updatedAt)) < 0.001)
 
@@ -144,7 +145,8 @@ import Testing
         defer { store.close() }
         let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
         _ = try await store.userStorage.providerUser(
-            provider: "keycloak", subject: "ada-sub", email: "ada@example.com", newEmail: nil, separateEmail: "x@keycloak.invalid"
+            provider: "keycloak", subject: "ada-sub", email: "ada@example.com", newEmail: nil, separateEmail: "x@keycloak.invalid",
+            name: "Ada", emailVerified: true
         ) { _, _ in true }
         let sessions = SessionRepository(store: store)
         let (session, _) = try await sessions.create(for: ada, userAgent: nil, ipAddress: nil)

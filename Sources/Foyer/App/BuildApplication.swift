@@ -19,6 +19,7 @@ public func buildApplication(
     let sessions = SessionsFeature(app, ending: push.sessionEnding)
     let providers = ProvidersFeature(app, keycloak: keycloakSettings, settings: providerSettings, sessions: sessions.sessions)
     let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
+    let accounts = AccountsFeature(app, sessions: sessions)
     let posts = PostsFeature(app)
     let idempotency = IdempotencyFeature(app)
     let tasks = try TasksFeature(app, push: push, providers: providers, idempotency: idempotency.keys)
@@ -30,8 +31,8 @@ public func buildApplication(
     if config.managesProcessMemory { app.run(StartupCodePages(readiness: readiness)) }
 
     let (router, errors) = try buildRouter(
-        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, posts: posts, tasks: tasks,
-        idempotency: idempotency
+        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
+        tasks: tasks, idempotency: idempotency
     )
     let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds)
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
@@ -60,7 +61,7 @@ public func buildApplication(
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
     _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
-    posts: PostsFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
+    accounts: AccountsFeature, posts: PostsFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
@@ -84,6 +85,7 @@ func buildRouter(
     MobileServicesController(services: app.mobileServices ?? .embedded, keycloak: providers.keycloakSettings).addRoutes(to: router)
     HistoricalLocationController(views: views).addRoutes(to: router)
     signIn.addRoutes(to: router, views: views)
+    accounts.addRoutes(to: router, signIn: signIn.signIn, views: views)
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     posts.addRoutes(to: router, views: views, streams: app.streams)
     LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds).addRoutes(to: router)

@@ -15,6 +15,7 @@ enum Flash: String, CaseIterable, Sendable {
     case signedOut = "signed-out"
     case sessionRevoked = "session-revoked"
     case otherSessionsSignedOut = "other-sessions-signed-out"
+    case signedUp = "signed-up"
 
     static let cookieName = "foyer_flash"
 
@@ -30,6 +31,7 @@ enum Flash: String, CaseIterable, Sendable {
         case .signedOut: "You are signed out."
         case .sessionRevoked: "That device is signed out."
         case .otherSessionsSignedOut: "Every other device is signed out."
+        case .signedUp: "Welcome! Your account is made and you are signed in."
         }
     }
 

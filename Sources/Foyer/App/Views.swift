@@ -37,7 +37,7 @@ public struct Views: Sendable {
         var values = values
         if let identity = context.caller {
             values["csrf_token"] = identity.session?.csrfToken ?? ""
-            values["current_user"] = ["email": identity.user.email]
+            values["current_user"] = ["name": identity.user.name]
         }
         return page(
             body: render(template, values), title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
@@ -87,7 +87,7 @@ public struct Views: Sendable {
 /// source of the layout's HTML.
 struct CompiledLayout: Sendable {
     enum Slot: String, CaseIterable, Sendable {
-        case title, csrfToken = "csrf", email, body, flash
+        case title, csrfToken = "csrf", name, body, flash
     }
 
     enum Piece: Sendable {
@@ -112,7 +112,7 @@ struct CompiledLayout: Sendable {
                     ]
                     if signedIn {
                         values["csrf_token"] = Self.markerFor(.csrfToken)
-                        values["current_user"] = ["email": Self.markerFor(.email)]
+                        values["current_user"] = ["name": Self.markerFor(.name)]
                     }
                     guard let rendered = library.render(values, withTemplate: probe) else {
                         throw StartupError("Templates/layout.mustache could not be rendered")
@@ -138,7 +138,7 @@ struct CompiledLayout: Sendable {
             case .slot(.body): html.writeString(body)
             case .slot(.title): HTML.write(title, escapedInto: &html)
             case .slot(.csrfToken): HTML.write(identity?.session?.csrfToken ?? "", escapedInto: &html)
-            case .slot(.email): HTML.write(identity?.user.email ?? "", escapedInto: &html)
+            case .slot(.name): HTML.write(identity?.user.name ?? "", escapedInto: &html)
             case .slot(.flash): HTML.write(flash, escapedInto: &html)
             }
         }

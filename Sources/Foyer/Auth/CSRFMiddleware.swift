@@ -12,7 +12,7 @@ struct CSRFMiddleware: RouterMiddleware {
     static let headerName = HTTPField.Name("X-CSRF-Token")!
     static let fieldName = "authenticity_token"
     /// Routes whose answer sets the session cookie: refused cross-site even without a cookie.
-    static let signInPaths: Set<String> = ["/sign_in", "/api/v1/sessions", "/api/v1/sessions.json"]
+    static let signInPaths: Set<String> = ["/sign_in", "/api/v1/sessions", "/api/v1/sessions.json", "/sign_up", "/api/v1/users"]
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // Server-to-server routes: no browser, no cookie, their own proof (a signed logout token).
         guard !request.method.isSafe, !BackChannelLogoutController.isLogoutPath(request.uri.path) else {

@@ -1,3 +1,5 @@
+import Crypto
+import Foundation
 import HummingbirdBcrypt
 import NIOConcurrencyHelpers
 import NIOCore
@@ -26,18 +28,33 @@ struct Passwords: Sendable {
         return hash
     }
 
+    /// bcrypt reads only a password's first 72 bytes: an 88-byte passphrase would match its own prefix. So what
+    /// bcrypt hashes is the password's SHA-256 in base64 (44 bytes, no NUL), and every byte counts; such hashes
+    /// carry this mark. Hashes from before it are plain bcrypt: they still verify, and are made again at the next
+    /// sign-in (`isPrehashed`).
+    static let prehashedMark = "$sha256"
+
+    static func isPrehashed(_ hash: String) -> Bool { hash.hasPrefix(prehashedMark) }
+
+    static func prehash(_ password: String) -> String {
+        Data(SHA256.hash(data: Data(password.utf8))).base64EncodedString()
+    }
+
     func hash(_ password: String) async throws -> String {
         let cost = self.cost
-        return try await Self.pool.runIfActive { Bcrypt.hash(password, cost: cost) }
+        return try await Self.pool.runIfActive { Self.prehashedMark + Bcrypt.hash(Self.prehash(password), cost: cost) }
     }
 
     func verify(_ password: String, hash: String) async throws -> Bool {
-        try await Self.pool.runIfActive { Bcrypt.verify(password, hash: hash) }
+        try await Self.pool.runIfActive {
+            if Self.isPrehashed(hash) { return Bcrypt.verify(Self.prehash(password), hash: String(hash.dropFirst(Self.prehashedMark.count))) }
+            return Bcrypt.verify(password, hash: hash)
+        }
     }
 
     /// Spends the time a real check would, for an email that has no account.
     func verifyDecoy(_ password: String) async throws {
         let cost = self.cost
-        _ = try await Self.pool.runIfActive { Bcrypt.verify(password, hash: Self.decoyHash(cost: cost)) }
+        _ = try await Self.pool.runIfActive { Bcrypt.verify(Self.prehash(password), hash: Self.decoyHash(cost: cost)) }
     }
 }

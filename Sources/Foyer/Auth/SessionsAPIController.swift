@@ -28,7 +28,7 @@ struct SessionsAPIController {
 
     struct SessionJSON: Encodable {
         let id: String
-        let user: User.Public
+        let user: User.Own
         let userAgent: String?
         let ipAddress: String?
         let createdAt: Date
@@ -39,7 +39,7 @@ struct SessionsAPIController {
 
         init(_ session: AuthSession, user: User, current: Bool) {
             self.id = session.id
-            self.user = user.publicView
+            self.user = user.ownView
             self.userAgent = session.userAgent
             self.ipAddress = session.ipAddress
             self.createdAt = session.createdAt
@@ -103,6 +103,14 @@ struct SessionsAPIController {
             }
             verified = found
         }
+        return try await Self.signedIn(verified, signIn: signIn, proof: proof, request: request, context: context)
+    }
+
+    /// A new session's answer, for a sign-in and a sign-up alike: `201` with the session, `X-Session-Token` for native
+    /// code and the cookie for the WebView.
+    static func signedIn(
+        _ verified: SignIn.Verified, signIn: SignIn, proof: DPoPProof?, request: Request, context: FoyerRequestContext
+    ) async throws -> Response {
         let (session, token, cookieToken) = try await signIn.openSession(for: verified, request: request, context: context, proof: proof)
         var response = Response.json(SessionJSON(session, user: verified.user, current: true), status: .created)
         response.headers[.xSessionToken] = token
@@ -152,28 +160,38 @@ struct SessionsAPIController {
     }
 
     @Sendable func me(request: Request, context: SignedInContext) async throws -> Response {
-        let identity = context.identity
-        struct Me: Encodable {
-            let id: Int64
-            let email: String
-            let createdAt: Date
-            /// The provider this sign-in came from (`ProviderSettings.name`); null for a local account's password.
-            let provider: String?
+        let provider = try await signIn.providers.provider(of: context.identity)?.name
+        return .json(Me(context.identity.user, provider: provider))
+    }
 
-            enum CodingKeys: String, CodingKey {
-                case id, email, createdAt, provider
-            }
+    /// You, as only you see yourself: the address and whether it is confirmed.
+    struct Me: Encodable {
+        let id: Int64
+        let name: String
+        let email: String
+        let emailConfirmed: Bool
+        let createdAt: Date
+        /// The provider this sign-in came from (`ProviderSettings.name`); null for a local account's password.
+        let provider: String?
 
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(id, forKey: .id)
-                try container.encode(email, forKey: .email)
-                try container.encode(createdAt, forKey: .createdAt)
-                try container.encode(provider, forKey: .provider)
-            }
+        init(_ user: User, provider: String?) {
+            (id, name, email, emailConfirmed) = (user.id ?? 0, user.name, user.email, user.emailConfirmedAt != nil)
+            (createdAt, self.provider) = (user.createdAt, provider)
         }
-        let provider = try await signIn.providers.provider(of: identity)?.name
-        return .json(Me(id: identity.userId, email: identity.user.email, createdAt: identity.user.createdAt, provider: provider))
+
+        enum CodingKeys: String, CodingKey {
+            case id, name, email, emailConfirmed, createdAt, provider
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(name, forKey: .name)
+            try container.encode(email, forKey: .email)
+            try container.encode(emailConfirmed, forKey: .emailConfirmed)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(provider, forKey: .provider)
+        }
     }
 
     /// A native app that signed in through the API loads this in its WebView with its Bearer token, so the

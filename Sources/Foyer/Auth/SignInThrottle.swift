@@ -23,8 +23,10 @@ struct SignInThrottle: Sendable {
     /// Thrown instead of checking a password; `retryAfter` in whole seconds, for the `Retry-After` header.
     struct Throttled: Error {
         let retryAfter: Int
+        /// What there were too many of.
+        var reason = "failed sign-ins"
         var message: String {
-            "Too many failed sign-ins. Try again in \(Self.describe(seconds: retryAfter))."
+            "Too many \(reason). Try again in \(Self.describe(seconds: retryAfter))."
         }
 
         static func describe(seconds: Int) -> String {
@@ -56,6 +58,18 @@ struct SignInThrottle: Sendable {
             throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))))
         }
         return Attempt(rowIDs: rowIDs)
+    }
+
+    /// A request that mails someone or makes something (a password reset, a sign-up): every one counts against the
+    /// client, right or wrong, under a key of its own (`action`), so it neither spends nor is spent by sign-in
+    /// failures. Throws `Throttled` past `perClient` in the window.
+    func countRequest(_ action: String, clientIP: String?, now: Date = Date()) async throws {
+        guard let clientIP else { return }
+        let keys = [("\(action):" + clientIP, Self.perClient)]
+        let (reopensAt, _) = try await storage.countAttempt(keys: keys, since: now.addingTimeInterval(-Self.window), now: now, window: Self.window)
+        if let reopensAt {
+            throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))), reason: "requests from here")
+        }
     }
 
     /// The attempt could not be judged (the realm did not answer): it does not count.

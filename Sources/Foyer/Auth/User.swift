@@ -8,20 +8,49 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
 
     public var id: Int64?
     public var email: String
+    /// What others see of this account (posts' authors): never the address.
+    public var name: String
     public var passwordHash: String
     public var createdAt: Date
+    /// When the owner proved the address is theirs (a mailed link; a provider's `email_verified`; an operator's
+    /// `foyer user add`); nil until then.
+    public var emailConfirmedAt: Date?
+
+    public init(
+        id: Int64? = nil, email: String, name: String, passwordHash: String, createdAt: Date, emailConfirmedAt: Date? = nil
+    ) {
+        (self.id, self.email, self.name, self.passwordHash) = (id, email, name, passwordHash)
+        (self.createdAt, self.emailConfirmedAt) = (createdAt, emailConfirmedAt)
+    }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
     }
 
-    /// What the API shows of a user: never the password hash.
+    /// What anyone may see of a user (a post's author): a name and an id, never the address.
     public struct Public: Codable, Sendable {
         public let id: Int64
-        public let email: String
+        public let name: String
     }
 
-    public var publicView: Public { Public(id: id ?? 0, email: email) }
+    public var publicView: Public { Public(id: id ?? 0, name: name) }
+
+    /// What the owner sees of their own account beside their sessions: the address too.
+    struct Own: Codable, Sendable {
+        let id: Int64
+        let name: String
+        let email: String
+    }
+
+    var ownView: Own { Own(id: id ?? 0, name: name, email: email) }
+
+    static let maximumNameLength = 100
+
+    /// A name for an account that was given none: the address's part before `@`.
+    static func defaultName(email: String) -> String {
+        let local = email.split(separator: "@", maxSplits: 1).first.map(String.init) ?? email
+        return local.isEmpty ? "Someone" : String(local.prefix(maximumNameLength))
+    }
 
     /// Users of identity providers have no local password: theirs is checked by the provider. (The value is
     /// from when Keycloak was the only one.)
@@ -35,21 +64,21 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
 
 public enum UserError: Error, CustomStringConvertible {
     case invalidEmail(String)
-    case passwordTooShort(minimum: Int)
     case emailTaken(String)
+    /// The password breaks a rule of `PasswordRules`: each message says which.
+    case unacceptablePassword([String])
 
     public var description: String {
         switch self {
         case .invalidEmail(let email): "\"\(email)\" is not an email address"
-        case .passwordTooShort(let minimum): "The password must have at least \(minimum) characters"
         case .emailTaken(let email): "An account for \(email) already exists"
+        case .unacceptablePassword(let problems): problems.map { "The password \($0)" }.joined(separator: "; ")
         }
     }
 }
 
-/// Local accounts: email plus bcrypt password hash.
+/// Local accounts: email, a name others see, and a password hash (see `Passwords`).
 public struct UserRepository: Sendable {
-    public static let minimumPasswordLength = 8
     let storage: any UserStorage
     let passwords: Passwords
 
@@ -62,18 +91,61 @@ public struct UserRepository: Sendable {
         self.init(store: .sqlite(database), passwordHashCost: passwordHashCost)
     }
 
+    /// An account an operator makes (`foyer user add`, the demo account): its address counts as confirmed.
     @discardableResult
-    public func create(email rawEmail: String, password: String) async throws -> User {
+    public func create(email rawEmail: String, password: String, name: String? = nil) async throws -> User {
         let email = User.normalize(email: rawEmail)
-        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
-        guard email.count <= 254, parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !email.contains(where: \.isWhitespace) else {
-            throw UserError.invalidEmail(rawEmail)
-        }
-        guard password.count >= Self.minimumPasswordLength else {
-            throw UserError.passwordTooShort(minimum: Self.minimumPasswordLength)
-        }
+        guard Self.isEmailAddress(email) else { throw UserError.invalidEmail(rawEmail) }
+        let problems = PasswordRules.problems(password, email: email)
+        guard problems.isEmpty else { throw UserError.unacceptablePassword(problems) }
         let hash = try await passwords.hash(password)
-        return try await storage.insert(email: email, passwordHash: hash, at: Date())
+        let now = Date()
+        let name = name.map(Self.tidy(name:)).flatMap { $0.isEmpty ? nil : $0 } ?? User.defaultName(email: email)
+        return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: now, emailConfirmedAt: now))
+    }
+
+    /// Someone signing themselves up: every field's problems at once, Rails-style, as `ValidationFailed`
+    /// (`{"email": ["has already been taken"]}`). The address waits to be confirmed.
+    func signUp(
+        name rawName: String, email rawEmail: String, password: String, writes: @escaping @Sendable (User) throws -> AccountWrites
+    ) async throws -> User {
+        let (name, email) = (Self.tidy(name: rawName), User.normalize(email: rawEmail))
+        var errors = Self.nameErrors(name)
+        if email.isEmpty {
+            errors["email", default: []].append("can't be blank")
+        } else if !Self.isEmailAddress(email) {
+            errors["email", default: []].append("is not an email address")
+        }
+        let problems = PasswordRules.problems(password, email: email)
+        if !problems.isEmpty { errors["password"] = problems }
+        guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
+        // Hashing takes a while: an address already taken is answered without it.
+        if try await storage.find(email: email) != nil { throw ValidationFailed(errors: ["email": ["has already been taken"]]) }
+        let hash = try await passwords.hash(password)
+        do {
+            return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: Date()), writes: writes)
+        } catch UserError.emailTaken {
+            throw ValidationFailed(errors: ["email": ["has already been taken"]])
+        }
+    }
+
+    static func nameErrors(_ name: String) -> [String: [String]] {
+        if name.isEmpty { return ["name": ["can't be blank"]] }
+        if name.unicodeScalars.count > User.maximumNameLength {
+            return ["name": ["is too long (maximum is \(User.maximumNameLength) characters)"]]
+        }
+        return [:]
+    }
+
+    /// Whitespace at the ends and runs of it inside (a name is one line) go.
+    static func tidy(name: String) -> String {
+        name.split(whereSeparator: { $0.isWhitespace || $0.isNewline }).joined(separator: " ")
+    }
+
+    static func isEmailAddress(_ email: String) -> Bool {
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        return email.count <= 254 && parts.count == 2 && !parts[0].isEmpty && parts[1].contains(".") && !parts[1].hasPrefix(".")
+            && !parts[1].hasSuffix(".") && !email.contains(where: { $0.isWhitespace || $0.isNewline || $0 == "<" || $0 == ">" || $0 == "," })
     }
 
     public func count() async throws -> Int {
@@ -81,13 +153,19 @@ public struct UserRepository: Sendable {
     }
 
     /// The user whose email and password match, or nil. Takes as long for an unknown email as for a wrong password.
+    /// A hash from before passwords were pre-hashed is made again from the password that matched it.
     public func authenticate(email: String, password: String) async throws -> User? {
         let normalized = User.normalize(email: email)
         let user = try await storage.find(email: normalized)
-        guard let user, user.hasLocalPassword else {
+        guard var user, user.hasLocalPassword, let id = user.id else {
             try await passwords.verifyDecoy(password)
             return nil
         }
-        return try await passwords.verify(password, hash: user.passwordHash) ? user : nil
+        guard try await passwords.verify(password, hash: user.passwordHash) else { return nil }
+        if !Passwords.isPrehashed(user.passwordHash) {
+            user.passwordHash = try await passwords.hash(password)
+            try await storage.setPasswordHash(user.passwordHash, userId: id)
+        }
+        return user
     }
 }

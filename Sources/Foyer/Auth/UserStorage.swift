@@ -4,19 +4,27 @@ import PostgresNIO
 
 /// The rows behind `UserRepository` and the accounts of identity providers (`user_identities`: provider, `sub`).
 protocol UserStorage: Sendable {
+    /// The user with its id, and in the same transaction what `writes` asks for it (the mail a sign-up sends).
     /// Throws `UserError.emailTaken` when an account has that (normalized) email.
-    func insert(email: String, passwordHash: String, at date: Date) async throws -> User
+    func insert(_ user: User, writes: @escaping @Sendable (User) throws -> AccountWrites) async throws -> User
     func count() async throws -> Int
     func find(email: String) async throws -> User?
+    func find(id: Int64) async throws -> User?
+    /// A hash made again (a pre-hashed one replacing bcrypt's own at sign-in).
+    func setPasswordHash(_ hash: String, userId: Int64) async throws
     func find(provider: String, subject: String) async throws -> User?
     /// Matched by provider and `subject`; else the user who has `email` is linked when `link(user, hasIdentities)`
-    /// allows (else nil), else a user is provisioned: with `email`, or with `separateEmail` when `email` belongs to a
-    /// user that could not be linked because another provider's identity holds it. The email becomes `newEmail`
-    /// when given and free.
+    /// allows (else nil), else a user is provisioned (named `name`, the address confirmed when `emailVerified`): with
+    /// `email`, or with `separateEmail` when `email` belongs to a user that could not be linked because another
+    /// provider's identity holds it. The email becomes `newEmail` when given and free.
     func providerUser(
-        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String, name: String, emailVerified: Bool,
         link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
     ) async throws -> User?
+}
+
+extension UserStorage {
+    func insert(_ user: User) async throws -> User { try await insert(user) { _ in AccountWrites() } }
 }
 
 extension Store {
@@ -26,15 +34,26 @@ extension Store {
 struct SQLiteUserStorage: UserStorage {
     let database: any DatabaseWriter
 
-    func insert(email: String, passwordHash: String, at date: Date) async throws -> User {
+    func insert(_ user: User, writes: @escaping @Sendable (User) throws -> AccountWrites) async throws -> User {
         do {
             return try await database.write { db in
-                var user = User(id: nil, email: email, passwordHash: passwordHash, createdAt: date)
+                var user = user
                 try user.insert(db)
+                try writes(user).apply(to: db, now: user.createdAt)
                 return user
             }
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
-            throw UserError.emailTaken(email)
+            throw UserError.emailTaken(user.email)
+        }
+    }
+
+    func find(id: Int64) async throws -> User? {
+        try database.readStatementNow { db in try User.fetchOne(db, key: id) }
+    }
+
+    func setPasswordHash(_ hash: String, userId: Int64) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userId])
         }
     }
 
@@ -53,7 +72,7 @@ struct SQLiteUserStorage: UserStorage {
     }
 
     func providerUser(
-        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String, name: String, emailVerified: Bool,
         link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
     ) async throws -> User? {
         try await database.write { db in
@@ -76,7 +95,8 @@ struct SQLiteUserStorage: UserStorage {
                 guard hasIdentities else { return nil }
                 email = separateEmail
             }
-            var user = User(id: nil, email: email, passwordHash: User.noLocalPassword, createdAt: Date())
+            let now = Date()
+            var user = User(email: email, name: name, passwordHash: User.noLocalPassword, createdAt: now, emailConfirmedAt: emailVerified ? now : nil)
             try user.insert(db)
             try db.execute(sql: "INSERT INTO user_identities (provider, subject, user_id) VALUES (?, ?, ?)", arguments: [provider, subject, user.id])
             return user
@@ -88,7 +108,7 @@ struct SQLiteUserStorage: UserStorage {
 enum PostgresUsers {
     /// The user columns of a join, renamed with `prefix` so they cannot clash with the other table's.
     static func columns(as prefix: String) -> String {
-        ["id", "email", "password_hash", "created_at"].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
+        ["id", "email", "name", "password_hash", "created_at", "email_confirmed_at"].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
     }
 
     static func user(_ row: PostgresRandomAccessRow, prefix: String = "") throws -> User {
@@ -99,16 +119,30 @@ enum PostgresUsers {
 struct PostgresUserStorage: UserStorage {
     let store: PostgresStore
 
-    func insert(email: String, passwordHash: String, at date: Date) async throws -> User {
+    func insert(_ user: User, writes: @escaping @Sendable (User) throws -> AccountWrites) async throws -> User {
+        let logger = store.logger
         do {
-            let rows = try await store.query("""
-                INSERT INTO users (email, password_hash, created_at) VALUES (\(email), \(passwordHash), \(date)) RETURNING id
-                """)
-            let id = try rows[0].decode(Int64.self)
-            return User(id: id, email: email, passwordHash: passwordHash, createdAt: date)
+            return try await store.transaction { connection in
+                let rows = try await connection.run("""
+                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at)
+                    VALUES (\(user.email), \(user.name), \(user.passwordHash), \(user.createdAt), \(user.emailConfirmedAt)) RETURNING id
+                    """, logger: logger)
+                var inserted = user
+                inserted.id = try rows[0].decode(Int64.self)
+                try await writes(inserted).apply(to: connection, logger: logger, now: user.createdAt)
+                return inserted
+            }
         } catch where PostgresStore.isUniqueViolation(error) {
-            throw UserError.emailTaken(email)
+            throw UserError.emailTaken(user.email)
         }
+    }
+
+    func find(id: Int64) async throws -> User? {
+        try await store.query("SELECT * FROM users WHERE id = \(id)").first.map { try PostgresUsers.user($0.makeRandomAccess()) }
+    }
+
+    func setPasswordHash(_ hash: String, userId: Int64) async throws {
+        try await store.query("UPDATE users SET password_hash = \(hash) WHERE id = \(userId)")
     }
 
     func count() async throws -> Int {
@@ -126,7 +160,7 @@ struct PostgresUserStorage: UserStorage {
     }
 
     func providerUser(
-        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String,
+        provider: String, subject: String, email: String, newEmail: String?, separateEmail: String, name: String, emailVerified: Bool,
         link: @escaping @Sendable (User, _ hasIdentities: Bool) -> Bool
     ) async throws -> User? {
         let logger = store.logger
@@ -163,11 +197,13 @@ struct PostgresUserStorage: UserStorage {
                 email = separateEmail
             }
             let now = Date()
+            let confirmedAt: Date? = emailVerified ? now : nil
             let id = try await connection.run("""
-                INSERT INTO users (email, password_hash, created_at) VALUES (\(email), \(User.noLocalPassword), \(now)) RETURNING id
+                INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at)
+                VALUES (\(email), \(name), \(User.noLocalPassword), \(now), \(confirmedAt)) RETURNING id
                 """, logger: logger)[0].decode(Int64.self)
             try await connection.run("INSERT INTO user_identities (provider, subject, user_id) VALUES (\(provider), \(subject), \(id))", logger: logger)
-            return User(id: id, email: email, passwordHash: User.noLocalPassword, createdAt: now)
+            return User(id: id, email: email, name: name, passwordHash: User.noLocalPassword, createdAt: now, emailConfirmedAt: confirmedAt)
         }
     }
 }

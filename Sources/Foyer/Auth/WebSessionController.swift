@@ -104,6 +104,8 @@ struct SignInForm: Sendable {
         let hasProviders: Bool
         /// Set when a provider checks passwords: its display name.
         let passwordProvider: String?
+        /// "Sign up" keeps where the person was going.
+        let signUpPath: String
     }
 
     func page(
@@ -126,7 +128,8 @@ struct SignInForm: Sendable {
         }
         let view = SignInView(
             email: email, returnTo: returnTo, message: message, csrfToken: csrfToken, providers: buttons, hasProviders: !buttons.isEmpty,
-            passwordProvider: signIn.providers.passwordChecker?.settings.displayName
+            passwordProvider: signIn.providers.passwordChecker?.settings.displayName,
+            signUpPath: returnTo.map { "/sign_up?return_to=" + FormEncoding.escape($0) } ?? "/sign_up"
         )
         var response = views.page("sessions/new", ["title": "Sign in", "form_page": true, "signIn": view], request: request, context: context, status: status)
         if let formCookie { response.setCookie(formCookie) }

@@ -30,6 +30,8 @@ public struct FoyerConfig: Sendable {
     public var passwordHashCost: UInt8 = 12
     public var demoAccount: DemoAccount? = DemoAccount()
     public var logLevel: Logger.Level = .info
+    /// Where mail goes and where its links point (`Mail/MailOptions`).
+    public var mail = MailSettings()
     /// Whether the server looks after its process's memory: it lets go of the code pages only start-up used, once it
     /// is ready (`StartupCodePages`), and gives freed memory back after a burst of connections (`FreedMemoryTrim`).
     /// `foyer serve` does; an application built inside another process (a test runner) leaves that process alone.

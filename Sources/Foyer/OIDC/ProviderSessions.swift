@@ -177,9 +177,10 @@ final class ProviderSessions: Sendable {
         // Without an email claim the user still needs a unique one here: a name under the provider, never deliverable.
         let placeholder = "\(username)@\(settings.placeholderEmailDomain)"
         let linkOtherProviders = linkVerifiedEmail
+        let displayName = Self.displayName(claims: claims, email: claimedEmail ?? placeholder)
         let user = try await users.providerUser(
             provider: name, subject: subject, email: claimedEmail ?? placeholder, newEmail: claimedEmail,
-            separateEmail: "\(subject)@\(settings.placeholderEmailDomain)"
+            separateEmail: "\(subject)@\(settings.placeholderEmailDomain)", name: displayName, emailVerified: emailVerified && claimedEmail != nil
         ) { _, hasIdentities in
             emailVerified && (!hasIdentities || linkOtherProviders)
         }
@@ -190,6 +191,17 @@ final class ProviderSessions: Sendable {
             )
         }
         return user
+    }
+
+    /// What a new account from a provider is called: its `name` claim, else `preferred_username`, else the part of the
+    /// address before `@`.
+    static func displayName(claims: [String: Any], email: String) -> String {
+        for claim in ["name", "preferred_username"] {
+            if let value = (claims[claim] as? String)?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty {
+                return String(value.prefix(User.maximumNameLength))
+            }
+        }
+        return User.defaultName(email: email)
     }
 
     func keep(_ tokens: ProviderTokenSet, forSession sessionID: String, previousRefreshToken: String? = nil) async throws {

@@ -33,6 +33,11 @@ public final class FoyerMetrics: Sendable {
         case hit, miss, invalidated
     }
 
+    /// `written`: to the mail folder, with no SMTP server configured.
+    enum MailOutcome: String, CaseIterable {
+        case sent, written, retried, rejected, gaveUp = "gave_up"
+    }
+
     private struct RouteKey: Hashable {
         let route: String
         let method: String
@@ -63,6 +68,7 @@ public final class FoyerMetrics: Sendable {
     private let graphQLRefusals: [GraphQLRefusalReason: Counter]
     private let persistedQueries: [PersistedQueryOutcome: Counter]
     private let graphQLCacheOutcomes: [GraphQLCacheOutcome: Counter]
+    private let mails: [MailOutcome: Counter]
     let graphQLDeduplicated: Counter
     let graphQLRateLimited: Counter
 
@@ -91,6 +97,10 @@ public final class FoyerMetrics: Sendable {
             descriptor: name("graphql_upstream_request_duration", "seconds", "GraphQL calls to the upstream over HTTP, answered or not"),
             buckets: Self.requestBuckets
         )
+        let mail = name("mail", "total", "Mail from the outbox by outcome (retried: the SMTP server was away or said 4xx; gave_up: after 24 hours)")
+        mails = Dictionary(uniqueKeysWithValues: MailOutcome.allCases.map {
+            ($0, registry.makeCounter(descriptor: mail, labels: [("outcome", $0.rawValue)]))
+        })
         offlineAnswers = registry.makeCounter(descriptor: name(
             "tasks_offline_answers", "total", "Task pages served from the offline copy because the upstream could not answer"
         ))
@@ -171,6 +181,8 @@ public final class FoyerMetrics: Sendable {
     }
 
     func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
+
+    func mail(_ outcome: MailOutcome) { mails[outcome]?.increment() }
 
     func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }
 

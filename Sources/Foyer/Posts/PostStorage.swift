@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PostgresNIO
 
-/// The rows behind `PostRepository`: posts with their authors' emails.
+/// The rows behind `PostRepository`: posts with their authors' names.
 protocol PostStorage: Sendable {
     /// Newest first, and how many there are in all.
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int)
@@ -22,7 +22,7 @@ struct SQLitePostStorage: PostStorage {
     let database: any DatabaseWriter
 
     private static let selectWithAuthor = """
-        SELECT posts.*, users.email AS author_email FROM posts JOIN users ON users.id = posts.author_id
+        SELECT posts.*, users.name AS author_name FROM posts JOIN users ON users.id = posts.author_id
         """
 
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
@@ -62,7 +62,7 @@ struct SQLitePostStorage: PostStorage {
 
     private static func published(_ row: Row) throws -> PublishedPost {
         let post = try Post(row: row)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: row["author_email"]))
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: row["author_name"]))
     }
 }
 
@@ -72,7 +72,7 @@ struct PostgresPostStorage: PostStorage {
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
         // One round trip: the total rides on every row (and is asked alone when the page is past the end).
         let rows = try await store.query("""
-            SELECT posts.*, users.email AS author_email, count(*) OVER () AS total
+            SELECT posts.*, users.name AS author_name, count(*) OVER () AS total
             FROM posts JOIN users ON users.id = posts.author_id
             ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit) OFFSET \(offset)
             """)
@@ -88,7 +88,7 @@ struct PostgresPostStorage: PostStorage {
     /// by position rather than through `Decodable`.
     private struct FindPost: PostgresPreparedStatement {
         static let sql = """
-            SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.email
+            SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.name
             FROM posts JOIN users ON users.id = posts.author_id WHERE posts.id = $1
             """
         let id: Int64
@@ -100,11 +100,11 @@ struct PostgresPostStorage: PostStorage {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PublishedPost {
-            let (id, title, content, authorId, createdAt, updatedAt, email) = try row.decode(
+            let (id, title, content, authorId, createdAt, updatedAt, name) = try row.decode(
                 (Int64, String, String, Int64, Date, Date, String).self
             )
             let post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
-            return PublishedPost(post: post, author: User.Public(id: authorId, email: email))
+            return PublishedPost(post: post, author: User.Public(id: authorId, name: name))
         }
     }
 
@@ -134,6 +134,6 @@ struct PostgresPostStorage: PostStorage {
     private static func published(_ row: PostgresRow) throws -> PublishedPost {
         let row = row.makeRandomAccess()
         let post = try row.decode(Post.self)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, email: try row["author_email"].decode(String.self)))
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: try row["author_name"].decode(String.self)))
     }
 }

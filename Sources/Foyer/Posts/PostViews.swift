@@ -10,7 +10,7 @@ struct PostRowView: Sendable {
         id = published.id
         title = published.post.title
         excerpt = PostText.excerpt(published.post.content)
-        author = published.author.email
+        author = published.author.name
         createdAt = time.view(of: published.post.createdAt)
     }
 }
@@ -29,7 +29,7 @@ struct PostContentView: Sendable {
         id = published.id
         title = published.post.title
         contentHTML = PostText.html(published.post.content)
-        author = published.author.email
+        author = published.author.name
         createdAt = time.view(of: published.post.createdAt)
         updatedAt = time.view(of: published.post.updatedAt)
         edited = published.post.updatedAt > published.post.createdAt

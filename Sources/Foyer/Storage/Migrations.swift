@@ -181,6 +181,44 @@ extension SQLiteStore {
                 t.primaryKey(["caller", "key"])
             }
         }
+        migrator.registerMigration("v15: accounts people own: names, confirmed addresses, mailed links, the mail outbox") { db in
+            // Others see a name, never the address. Accounts from before get the part before `@`; those an operator
+            // made had their address vouched for.
+            try db.alter(table: "users") { t in
+                t.add(column: "name", .text).notNull().defaults(to: "")
+                t.add(column: "email_confirmed_at", .datetime)
+            }
+            try db.execute(sql: """
+                UPDATE users SET name = CASE WHEN instr(email, '@') > 1 THEN substr(email, 1, instr(email, '@') - 1) ELSE 'Someone' END
+                """)
+            try db.execute(sql: "UPDATE users SET email_confirmed_at = created_at WHERE password_hash <> '!keycloak'")
+            // Links mailed to confirm an address or reset a password: only a SHA-256 of each is kept.
+            try db.create(table: "account_tokens") { t in
+                t.primaryKey("token_hash", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("purpose", .text).notNull()
+                t.column("email", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("expires_at", .datetime).notNull().indexed()
+                t.column("used_at", .datetime)
+            }
+            // Mail waits here, written in the transaction that caused it, until the SMTP server took it. No reference
+            // to users: the mail that says an account is deleted outlives it.
+            try db.create(table: "mail_outbox") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("message_id", .text).notNull().unique()
+                t.column("recipient", .text).notNull()
+                t.column("recipient_name", .text).notNull()
+                t.column("subject", .text).notNull()
+                t.column("text_body", .text).notNull()
+                t.column("html_body", .text).notNull()
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("next_attempt_at", .datetime).notNull().indexed()
+                t.column("claimed_until", .datetime)
+                t.column("last_error", .text)
+                t.column("created_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -364,6 +402,42 @@ extension PostgresMigrations {
             )
             """,
             "CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)",
+        ]),
+        ("8: accounts people own: names, confirmed addresses, mailed links, the mail outbox (SQLite's v15)", [
+            "ALTER TABLE users ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE users ADD COLUMN email_confirmed_at TIMESTAMPTZ",
+            "UPDATE users SET name = CASE WHEN position('@' in email) > 1 THEN split_part(email, '@', 1) ELSE 'Someone' END",
+            "UPDATE users SET email_confirmed_at = created_at WHERE password_hash <> '!keycloak'",
+            """
+            CREATE TABLE account_tokens (
+                token_hash TEXT PRIMARY KEY,
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                purpose TEXT NOT NULL,
+                email TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL,
+                used_at TIMESTAMPTZ
+            )
+            """,
+            "CREATE INDEX account_tokens_by_user ON account_tokens (user_id)",
+            "CREATE INDEX account_tokens_by_expiry ON account_tokens (expires_at)",
+            """
+            CREATE TABLE mail_outbox (
+                id BIGSERIAL PRIMARY KEY,
+                message_id TEXT NOT NULL UNIQUE,
+                recipient TEXT NOT NULL,
+                recipient_name TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                text_body TEXT NOT NULL,
+                html_body TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at TIMESTAMPTZ NOT NULL,
+                claimed_until TIMESTAMPTZ,
+                last_error TEXT,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX mail_outbox_by_next_attempt ON mail_outbox (next_attempt_at)",
         ]),
     ]
 }
