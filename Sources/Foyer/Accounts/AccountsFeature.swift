@@ -2,14 +2,23 @@
 /// account, and taking its data away. Every mail these send goes through the outbox (`MailFeature`).
 struct AccountsFeature {
     let mail: MailFeature
+    let storage: any AccountStorage
     let throttle: SignInThrottle
+    let devices: PushDeviceRepository?
 
-    init(_ app: Foundations, sessions: SessionsFeature) {
+    init(_ app: Foundations, sessions: SessionsFeature, push: PushFeature) {
         mail = MailFeature(app)
+        storage = app.store.accountStorage
         throttle = sessions.throttle
+        devices = push.relay?.devices
     }
 
-    func addRoutes(to router: FoyerRouter, signIn: SignIn, views: Views) {
+    func addRoutes(to router: FoyerRouter, signIn: SignIn, views: Views, posts: PostRepository) {
+        let flows = AccountFlows(
+            storage: storage, signIn: signIn, mail: mail.accountMail, outbox: mail.sender, throttle: throttle, devices: devices
+        )
         SignUpController(signIn: signIn, views: views, mail: mail.accountMail, outbox: mail.sender, throttle: throttle).addRoutes(to: router)
+        MailedLinksController(accounts: flows, views: views).addRoutes(to: router)
+        AccountSettingsController(accounts: flows, accountPage: AccountController(signIn: signIn, views: views), posts: posts).addRoutes(to: router)
     }
 }

@@ -32,7 +32,10 @@ struct ValidationFailed: Error {
     /// "Title can't be blank", one sentence per message, fields in a stable order.
     var fullMessages: [String] {
         errors.keys.sorted().flatMap { field in
-            errors[field, default: []].map { "\(field.prefix(1).uppercased() + field.dropFirst()) \($0)" }
+            errors[field, default: []].map { message in
+                let words = field.replacingOccurrences(of: "_", with: " ")
+                return "\(words.prefix(1).uppercased() + words.dropFirst()) \(message)"
+            }
         }
     }
 }

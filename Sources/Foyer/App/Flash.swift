@@ -16,6 +16,14 @@ enum Flash: String, CaseIterable, Sendable {
     case sessionRevoked = "session-revoked"
     case otherSessionsSignedOut = "other-sessions-signed-out"
     case signedUp = "signed-up"
+    case emailConfirmed = "email-confirmed"
+    case confirmationMailed = "confirmation-mailed"
+    case resetMailed = "reset-mailed"
+    case passwordReset = "password-reset"
+    case nameChanged = "name-changed"
+    case passwordChanged = "password-changed"
+    case emailChangeMailed = "email-change-mailed"
+    case accountDeleted = "account-deleted"
 
     static let cookieName = "foyer_flash"
 
@@ -31,7 +39,15 @@ enum Flash: String, CaseIterable, Sendable {
         case .signedOut: "You are signed out."
         case .sessionRevoked: "That device is signed out."
         case .otherSessionsSignedOut: "Every other device is signed out."
-        case .signedUp: "Welcome! Your account is made and you are signed in."
+        case .signedUp: "Welcome! Your account is made and you are signed in. A link to confirm your address is in your mail."
+        case .emailConfirmed: "Your address is confirmed."
+        case .confirmationMailed: "A link to confirm your address is on its way to your mail."
+        case .resetMailed: "If an account has that address, a link to choose a new password is on its way to it."
+        case .passwordReset: "Your password is changed and every device is signed out: sign in with the new one."
+        case .nameChanged: "Your name is changed."
+        case .passwordChanged: "Your password is changed, and every other device is signed out."
+        case .emailChangeMailed: "A link to confirm the new address is on its way to it; until then you sign in with this one."
+        case .accountDeleted: "Your account and everything in it are deleted."
         }
     }
 

@@ -9,7 +9,8 @@ struct FormField: Sendable {
     init(_ name: String, value: String, errors: [String: [String]] = [:]) {
         self.name = name
         self.value = value
-        let label = name.prefix(1).uppercased() + name.dropFirst()
+        let words = name.replacingOccurrences(of: "_", with: " ")
+        let label = words.prefix(1).uppercased() + words.dropFirst()
         error = errors[name].map { messages in messages.map { "\(label) \($0)" }.joined(separator: ". ") }
     }
 }

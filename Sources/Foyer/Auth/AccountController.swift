@@ -44,9 +44,42 @@ struct AccountController {
         let devices: [Device]
         let hasOtherDevices: Bool
         let provider: Provider?
+        let settings: Settings
+    }
+
+    /// The account's own settings: each form with its fields and what is wrong with them.
+    struct Settings: Sendable {
+        let name: FormField
+        let emailConfirmed: Bool
+        /// A local account: its password and address are changed here (a provider's are changed there).
+        let hasLocalPassword: Bool
+        let newEmail: FormField
+        let emailCurrentPassword: FormField
+        let currentPassword: FormField
+        let newPassword: FormField
+        let deletePassword: FormField
+        /// The form that failed, so the page opens at it: `name-form`, `password-form`, `email-form`, `delete-form`.
+        let failedForm: String?
+    }
+
+    /// The forms of the account page.
+    enum Form: String, Sendable {
+        case name, password, email, delete
+    }
+
+    /// A form sent back with what is wrong with it, and what was typed (passwords are never shown again).
+    struct FailedForm: Sendable {
+        let form: Form
+        let errors: [String: [String]]
+        let name: String?
+        let email: String?
     }
 
     @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
+        try await page(request: request, context: context)
+    }
+
+    func page(request: Request, context: SignedInContext, failed: FailedForm? = nil, status: HTTPResponse.Status = .ok) async throws -> Response {
         let identity = context.identity
         let time = ReaderTime(request)
         let sessions = try await signIn.sessions.list(userId: identity.userId)
@@ -62,11 +95,21 @@ struct AccountController {
                 id: "\(provider.name)-claims", displayName: provider.displayName, claims: Self.readable(claims), ownToken: identity.providerToken != nil
             )
         }
-        let account = AccountView(
-            email: identity.user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
-            hasOtherDevices: devices.contains { !$0.current }, provider: provider
+        let user = identity.user
+        func errors(_ form: Form) -> [String: [String]] { failed?.form == form ? failed?.errors ?? [:] : [:] }
+        let settings = Settings(
+            name: FormField("name", value: failed?.name ?? user.name, errors: errors(.name)), emailConfirmed: user.emailConfirmedAt != nil,
+            hasLocalPassword: user.hasLocalPassword, newEmail: FormField("email", value: failed?.email ?? "", errors: errors(.email)),
+            emailCurrentPassword: FormField("current_password", value: "", errors: errors(.email)),
+            currentPassword: FormField("current_password", value: "", errors: errors(.password)),
+            newPassword: FormField("password", value: "", errors: errors(.password)),
+            deletePassword: FormField("password", value: "", errors: errors(.delete)), failedForm: failed.map { "\($0.form.rawValue)-form" }
         )
-        return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context)
+        let account = AccountView(
+            email: user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
+            hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings
+        )
+        return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context, status: status)
     }
 
     /// One row per claim, sorted by name: times as times, lists as lists, nested objects as compact JSON.

@@ -38,6 +38,15 @@ final class SessionCache: Sendable {
         entries.withLockedValue { $0.removeAll() }
     }
 
+    /// Every entry of the user's sessions: the account changed (its name, its address) and must be read again.
+    func forget(userID: Int64) {
+        entries.withLockedValue { entries in
+            for key in entries.compactMap({ $0.value.found.user.id == userID ? $0.key : nil }) {
+                entries.removeValue(forKey: key)
+            }
+        }
+    }
+
     /// Every entry of the session: a bound session has two tokens, the app's and its WebView's cookie's.
     func forget(sessionID: String) {
         entries.withLockedValue { entries in

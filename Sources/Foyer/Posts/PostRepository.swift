@@ -79,6 +79,12 @@ public struct PostRepository: Sendable {
         if deleted { onChange(.deleted(id: id)) }
     }
 
+    /// Posts whose author's account was deleted (their rows went with it): open pages drop them.
+    func authorDeleted(postIDs: [Int64]) {
+        generation.bump()
+        for id in postIDs { onChange(.deleted(id: id)) }
+    }
+
     /// The post named by the route's `{id}`: 404 for an unknown or malformed id.
     func find(in context: some RequestContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")

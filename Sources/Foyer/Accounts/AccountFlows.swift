@@ -1,0 +1,38 @@
+import Foundation
+
+/// What the account flows share: their rows, the mail they send, sign-in (to check passwords and end sessions) and
+/// the throttle that counts requests which mail someone.
+struct AccountFlows: Sendable {
+    let storage: any AccountStorage
+    let signIn: SignIn
+    let mail: AccountMail
+    let outbox: MailSender
+    let throttle: SignInThrottle
+    /// The account's devices at Unified Push, when Foyer relays to one.
+    let devices: PushDeviceRepository?
+
+    /// Ends the account's sessions but `except` (the one making the request), with everything they hold open:
+    /// streams get their signed-out event and websockets close with 4401 on every instance, and a provider's
+    /// refresh token is revoked where it advertises how (RFC 7009).
+    func endSessions(of userId: Int64, except: String?) async throws {
+        for session in try await signIn.sessions.list(userId: userId) where session.id != except {
+            _ = try await signIn.revoke(session: session.id, userId: userId)
+        }
+        signIn.sessions.cache.forget(userID: userId)
+    }
+
+    /// The account's row changed (a name, a confirmed address): cached sign-ins read it again.
+    func accountChanged(userId: Int64) {
+        signIn.sessions.cache.forget(userID: userId)
+    }
+
+    /// A password the account's owner must type again to change or delete it: nil when it matches, else the
+    /// Rails-style error for `current_password` (or `password`).
+    func checkPassword(_ password: String?, of user: User, field: String = "current_password") async throws -> ValidationFailed? {
+        guard let password, !password.isEmpty else { return ValidationFailed(errors: [field: ["can't be blank"]]) }
+        guard try await signIn.users.passwords.verify(password, hash: user.passwordHash) else {
+            return ValidationFailed(errors: [field: ["is incorrect"]])
+        }
+        return nil
+    }
+}

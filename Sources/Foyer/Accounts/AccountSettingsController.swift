@@ -1,0 +1,299 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Changing an account (its name, password and address), deleting it with everything in it, and taking its data
+/// away: on `/account` for browsers and WebViews, and at `/api/v1/me` for native screens.
+struct AccountSettingsController {
+    /// A provider's account proves it is its owner by a sign-in this recent (it has no password here to type).
+    static let recentSignIn: TimeInterval = 10 * 60
+
+    let accounts: AccountFlows
+    let accountPage: AccountController
+    let posts: PostRepository
+
+    func addRoutes(to router: FoyerRouter) {
+        let signedIn = router.group(context: SignedInContext.self)
+        signedIn.patch("/api/v1/me", use: updateFromAPI)
+        signedIn.delete("/api/v1/me", use: deleteFromAPI)
+        signedIn.get("/api/v1/me/export", use: export)
+        signedIn.patch("/account", use: updateName)
+        signedIn.patch("/account/password", use: updatePassword)
+        signedIn.patch("/account/email", use: updateEmail)
+        signedIn.delete("/account", use: deleteFromPage)
+    }
+
+    /// What `PATCH /api/v1/me` and the account page's forms may ask for. Nil fields are left as they are.
+    struct Changes: Decodable {
+        var name: String?
+        var email: String?
+        var password: String?
+        var currentPassword: String?
+
+        enum CodingKeys: String, CodingKey { case name, email, password, currentPassword = "current_password", user }
+
+        init(name: String? = nil, email: String? = nil, password: String? = nil, currentPassword: String? = nil) {
+            (self.name, self.email, self.password, self.currentPassword) = (name, email, password, currentPassword)
+        }
+
+        init(from decoder: any Decoder) throws {
+            let outer = try decoder.container(keyedBy: CodingKeys.self)
+            let fields = (try? outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .user)) ?? outer
+            name = try fields.decodeIfPresent(String.self, forKey: .name)
+            email = try fields.decodeIfPresent(String.self, forKey: .email)
+            password = try fields.decodeIfPresent(String.self, forKey: .password)
+            currentPassword = try fields.decodeIfPresent(String.self, forKey: .currentPassword)
+        }
+    }
+
+    /// What a change did, for the answer: which notices to show.
+    struct Applied {
+        var nameChanged = false
+        var passwordChanged = false
+        var emailChangeMailed = false
+    }
+
+    /// Checks every field first (all problems at once, nothing stored when any is wrong), then stores what was asked.
+    func apply(_ changes: Changes, identity: Identity) async throws -> Applied {
+        let user = identity.user
+        var errors: [String: [String]] = [:]
+        var name: String?
+        if let raw = changes.name {
+            let tidy = UserRepository.tidy(name: raw)
+            errors.merge(UserRepository.nameErrors(tidy)) { $0 + $1 }
+            if tidy != user.name { name = tidy }
+        }
+        let newEmail = changes.email.map(User.normalize(email:)).flatMap { $0 == user.email ? nil : $0 }
+        if let newEmail, !UserRepository.isEmailAddress(newEmail) { errors["email", default: []].append("is not an email address") }
+        if let newEmail, errors["email"] == nil, try await accounts.signIn.users.storage.find(email: newEmail) != nil {
+            errors["email", default: []].append("has already been taken")
+        }
+        if let password = changes.password {
+            let problems = PasswordRules.problems(password, email: user.email)
+            if !problems.isEmpty { errors["password"] = problems }
+        }
+        if changes.password != nil || newEmail != nil {
+            if !user.hasLocalPassword {
+                let provider = try await accounts.signIn.providers.provider(of: identity)?.settings.displayName ?? "your provider"
+                let held = "is held by \(provider): change it there"
+                if changes.password != nil { errors["password", default: []].append(held) }
+                if newEmail != nil { errors["email", default: []].append(held) }
+            } else if errors.isEmpty, let wrong = try await accounts.checkPassword(changes.currentPassword, of: user) {
+                errors.merge(wrong.errors) { $0 + $1 }
+            }
+        }
+        guard errors.isEmpty, let id = user.id else { throw ValidationFailed(errors: errors) }
+
+        var applied = Applied(nameChanged: name != nil)
+        var writes = AccountWrites()
+        var hash: String?
+        if let password = changes.password {
+            hash = try await accounts.signIn.users.passwords.hash(password)
+            writes = writes + accounts.mail.passwordChanged(for: user)
+            applied.passwordChanged = true
+        }
+        if let newEmail {
+            writes = writes + accounts.mail.confirmation(for: user, address: newEmail, welcome: false) + accounts.mail.addressChanging(for: user, to: newEmail)
+            applied.emailChangeMailed = true
+        }
+        try await accounts.storage.update(userId: id, name: name, passwordHash: hash, writes: writes, now: Date())
+        if !writes.mails.isEmpty { accounts.outbox.nudge() }
+        accounts.accountChanged(userId: id)
+        if applied.passwordChanged { try await accounts.endSessions(of: id, except: identity.session?.id) }
+        return applied
+    }
+
+    @Sendable func updateFromAPI(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
+        let changes: Changes
+        if request.isFormEncoded {
+            let fields = FormFields.parse(String(buffer: buffer))
+            changes = Changes(name: fields["name"], email: fields["email"], password: fields["password"], currentPassword: fields["current_password"])
+        } else {
+            do {
+                changes = try JSONDecoder().decode(Changes.self, from: Data(buffer: buffer))
+            } catch {
+                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"name\", \"email\", \"password\", \"current_password\"}, each optional")
+            }
+        }
+        _ = try await apply(changes, identity: context.identity)
+        let user = try await accounts.signIn.users.storage.find(id: context.identity.userId) ?? context.identity.user
+        let provider = try await accounts.signIn.providers.provider(of: context.identity)?.name
+        return .json(SessionsAPIController.Me(user, provider: provider))
+    }
+
+    // MARK: The account page's forms
+
+    @Sendable func updateName(request: Request, context: SignedInContext) async throws -> Response {
+        try await fromPage(request: request, context: context, form: .name) { fields in Changes(name: fields["name"] ?? "") }
+    }
+
+    @Sendable func updatePassword(request: Request, context: SignedInContext) async throws -> Response {
+        try await fromPage(request: request, context: context, form: .password) { fields in
+            Changes(password: fields["password"] ?? "", currentPassword: fields["current_password"])
+        }
+    }
+
+    @Sendable func updateEmail(request: Request, context: SignedInContext) async throws -> Response {
+        try await fromPage(request: request, context: context, form: .email) { fields in
+            Changes(email: fields["email"] ?? "", currentPassword: fields["current_password"])
+        }
+    }
+
+    private func fromPage(
+        request: Request, context: SignedInContext, form: AccountController.Form, changes: ([String: String]) -> Changes
+    ) async throws -> Response {
+        var request = request
+        let fields = try await request.formFields(limit: SessionsAPIController.maximumBodySize)
+        let asked = changes(fields)
+        do {
+            let applied = try await apply(asked, identity: context.identity)
+            let flash: Flash = applied.passwordChanged ? .passwordChanged : applied.emailChangeMailed ? .emailChangeMailed : .nameChanged
+            return Response.seeOther("/account").flashing(flash)
+        } catch let invalid as ValidationFailed {
+            let failed = AccountController.FailedForm(form: form, errors: invalid.errors, name: asked.name, email: asked.email)
+            return try await accountPage.page(request: request, context: context, failed: failed, status: .unprocessableContent)
+        }
+    }
+
+    // MARK: Deleting an account
+
+    /// Nil when the caller proved they are the owner just now: their password, or for a provider's account a
+    /// sign-in within the last ten minutes.
+    private func refusal(password: String?, identity: Identity) async throws -> (any Error)? {
+        if identity.user.hasLocalPassword {
+            return try await accounts.checkPassword(password, of: identity.user, field: "password")
+        }
+        let tokenIssued = (identity.providerToken?.claims["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        let signedInAt = identity.session?.createdAt ?? tokenIssued ?? .distantPast
+        guard Date().timeIntervalSince(signedInAt) <= Self.recentSignIn else {
+            return AppError(
+                .forbidden, title: "Sign in again first",
+                message: "To delete your account, sign in again (within the last 10 minutes), then delete it."
+            )
+        }
+        return nil
+    }
+
+    /// Everything of the person goes: sessions ended everywhere (streams get signed-out, websockets close 4401, a
+    /// provider's tokens are revoked), devices unregistered at Unified Push, then the account's row and every row
+    /// that hangs from it (posts, tokens, keys, offline copies) in one transaction with the last mail. Open pages drop
+    /// the posts.
+    func delete(identity: Identity, logger: Logger) async throws {
+        let (user, id) = (identity.user, identity.userId)
+        if let devices = accounts.devices {
+            for device in try await devices.list(userId: id) { _ = try await devices.unregister(token: device.token, userId: id) }
+        }
+        try await accounts.endSessions(of: id, except: nil)
+        let postIDs = try await accounts.storage.delete(userId: id, writes: accounts.mail.accountDeleted(for: user), now: Date())
+        accounts.outbox.nudge()
+        accounts.accountChanged(userId: id)
+        posts.authorDeleted(postIDs: postIDs)
+        logger.notice("account deleted", metadata: ["user": "\(id)", "posts": "\(postIDs.count)"])
+    }
+
+    @Sendable func deleteFromAPI(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
+        struct Body: Decodable { let password: String? }
+        let password: String?
+        if buffer.readableBytes == 0 {
+            password = nil
+        } else if request.isFormEncoded {
+            password = FormFields.parse(String(buffer: buffer))["password"]
+        } else {
+            guard let body = try? JSONDecoder().decode(Body.self, from: Data(buffer: buffer)) else {
+                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"password\": \"…\"}")
+            }
+            password = body.password
+        }
+        if let refusal = try await refusal(password: password, identity: context.identity) { throw refusal }
+        try await delete(identity: context.identity, logger: context.logger)
+        var response = Response(status: .noContent)
+        response.setCookie(accounts.signIn.expiredCookie(request: request))
+        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
+        return response
+    }
+
+    @Sendable func deleteFromPage(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        let password = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["password"]
+        switch try await refusal(password: password, identity: context.identity) {
+        case let invalid as ValidationFailed:
+            let failed = AccountController.FailedForm(form: .delete, errors: invalid.errors, name: nil, email: nil)
+            return try await accountPage.page(request: request, context: context, failed: failed, status: .unprocessableContent)
+        case let refusal?:
+            throw refusal
+        case nil:
+            break
+        }
+        try await delete(identity: context.identity, logger: context.logger)
+        var response = Response.seeOther("/").flashing(.accountDeleted)
+        response.setCookie(accounts.signIn.expiredCookie(request: request))
+        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
+        return response
+    }
+
+    // MARK: Your data
+
+    /// One JSON document of everything Foyer holds about the person.
+    struct Export: Encodable {
+        struct Session: Encodable {
+            let id: String
+            let device: String
+            let userAgent: String?
+            let ipAddress: String?
+            let createdAt: Date
+            let lastSeenAt: Date
+        }
+
+        struct ExportedPost: Encodable {
+            let id: Int64
+            let title: String
+            let content: String
+            let createdAt: Date
+            let updatedAt: Date
+        }
+
+        struct Device: Encodable {
+            let deviceToken: String
+            let platform: String
+            let operatingSystem: String?
+            let osVersion: String?
+            let createdAt: Date
+        }
+
+        let exportedAt: Date
+        let account: SessionsAPIController.Me
+        let sessions: [Session]
+        let posts: [ExportedPost]
+        let devices: [Device]
+    }
+
+    @Sendable func export(request: Request, context: SignedInContext) async throws -> Response {
+        let identity = context.identity
+        let id = identity.userId
+        let user = try await accounts.signIn.users.storage.find(id: id) ?? identity.user
+        let sessions = try await accounts.signIn.sessions.list(userId: id).map {
+            Export.Session(
+                id: $0.id, device: DeviceName.describe($0.userAgent), userAgent: $0.userAgent, ipAddress: $0.ipAddress, createdAt: $0.createdAt,
+                lastSeenAt: $0.lastSeenAt
+            )
+        }
+        let posts = try await accounts.storage.posts(userId: id).map {
+            Export.ExportedPost(id: $0.id ?? 0, title: $0.title, content: $0.content, createdAt: $0.createdAt, updatedAt: $0.updatedAt)
+        }
+        let devices = try await accounts.devices?.list(userId: id).map {
+            Export.Device(deviceToken: $0.token, platform: $0.platform.rawValue, operatingSystem: $0.operatingSystem, osVersion: $0.osVersion, createdAt: $0.createdAt)
+        } ?? []
+        let provider = try await accounts.signIn.providers.provider(of: identity)?.name
+        var response = Response.json(Export(
+            exportedAt: Date(), account: .init(user, provider: provider), sessions: sessions, posts: posts, devices: devices
+        ))
+        response.headers[.contentDisposition] = "attachment; filename=\"foyer-export-\(id).json\""
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+}
