@@ -40,6 +40,18 @@ import Testing
         }
     }
 
+    /// An unknown platform is a 404, as documented, even when its name holds `..` (the file middleware behind the
+    /// routes answered such paths with a bare 400; Schemathesis found it with `0..0`).
+    @Test(arguments: ["/configurations/0..0_v1.json", "/configurations/web_v1.json", "/turbo/..x/path_configuration"])
+    func anUnknownPlatformIsNotFound(path: String) async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: path, method: .get, headers: [.accept: "application/json"]) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+
     @Test func shippedRulesCoverModalsSignInHomeAndHistoricalLocations() throws {
         let configuration = try PathConfiguration(contentsOf: packageRoot + "/path_configuration.json")
         for platform in PathConfiguration.Platform.allCases {
@@ -58,6 +70,9 @@ import Testing
                 #expect(properties(matching: path)["presentation"] as? String == "modal", "\(platform) \(path)")
             }
             #expect(properties(matching: "/sign_in")["presentation"] as? String == "authentication")
+            // Signing up is presented as signing in is: a modal the app dismisses once a session exists.
+            #expect(properties(matching: "/sign_up?return_to=%2Fposts")["presentation"] as? String == "authentication")
+            #expect(properties(matching: "/sign_up")["context"] as? String == "modal")
             #expect(properties(matching: "/")["presentation"] as? String == "clear_all")
             #expect(properties(matching: "/posts")["presentation"] as? String != "clear_all")
             #expect(properties(matching: "/recede_historical_location")["presentation"] as? String == "pop")

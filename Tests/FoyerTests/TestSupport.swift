@@ -39,6 +39,8 @@ struct TestHarness {
         config.demoAccount = nil
         config.logLevel = .warning
         config.port = 0  // live tests: any free port
+        // Mail the app writes without SMTP: into a folder of the test's own, not the package's.
+        config.mail.folder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-test-mail").path
         configure(&config)
         self.config = config
         store = try await Store.fresh(kind)

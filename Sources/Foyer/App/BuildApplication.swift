@@ -70,7 +70,7 @@ func buildRouter(
     let errors = ErrorMiddleware(views: views, signInForm: SignInForm(views: views, signIn: signIn.signIn))
     router.add(middleware: errors)
     router.add(middleware: MethodNotAllowedMiddleware(methods: router.methods, errors: errors))
-    router.add(middleware: FileMiddleware(config.publicDirectory, logger: app.logger))
+    router.add(middleware: PublicFiles(directory: config.publicDirectory, logger: app.logger))
     try providers.addMiddleware(to: router, trustProxy: config.trustProxy)
     router.add(middleware: AuthenticationMiddleware(authenticator: signIn.authenticator))
     router.add(middleware: CSRFMiddleware())

@@ -3,8 +3,8 @@ import Logging
 import ServiceLifecycle
 
 /// Sends what the outbox holds: whatever is due, oldest first, at once when this instance wrote it and within a
-/// couple of seconds when another did. A mail the server did not take is tried again with growing waits (30 s,
-/// 1 min, 2 min … at most an hour apart) and given up 24 hours after it was written, with a log line and a metric.
+/// couple of seconds when another did. A mail the server did not take is tried again with growing waits (5 s,
+/// 10 s, 20 s … at most an hour apart) and given up 24 hours after it was written, with a log line and a metric.
 /// Nothing is lost across restarts: a mail leaves the outbox only once the server took it. A crash in the moment
 /// between the server's answer and that delete sends it once more, with the same Message-ID.
 final class MailSender: Service, Sendable {
@@ -92,10 +92,10 @@ final class MailSender: Service, Sendable {
         }
     }
 
-    /// 30 s after the first failure, doubling, at most an hour; a tenth of jitter so a server's return is not met
+    /// 5 s after the first failure (a server restarting), doubling, at most an hour; a tenth of jitter so a server's return is not met
     /// by every instance's retries at once.
     static func backoff(attempts: Int) -> TimeInterval {
-        let base = min(3600, 30 * pow(2, Double(max(0, attempts - 1))))
+        let base = min(3600, 5 * pow(2, Double(max(0, attempts - 1))))
         return base * Double.random(in: 0.9...1.1)
     }
 }

@@ -1,0 +1,21 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Files from `Public/` for paths no route answers. Hummingbird's file middleware answers any path holding `..`
+/// with a bare 400, even where `..` is part of a name (`/configurations/0..0_v1.json`): such a path is no file of
+/// ours, so the router's own answer (a 404) stands.
+struct PublicFiles: RouterMiddleware {
+    typealias Context = FoyerRequestContext
+    let files: FileMiddleware<FoyerRequestContext, LocalFileSystem>
+
+    init(directory: String, logger: Logger) {
+        files = FileMiddleware(directory, logger: logger)
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let path = request.uri.path.removingPercentEncoding ?? request.uri.path
+        guard !path.contains("..") else { return try await next(request, context) }
+        return try await files.handle(request, context: context, next: next)
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import HTTPTypes
+import HummingbirdBcrypt
+import HummingbirdTesting
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+/// Passwords whose every byte counts, the rules new ones must meet, sign-up through the API, and the mail outbox.
+@Suite struct AccountsTests {
+    // MARK: bcrypt's 72 bytes
+
+    @Test(arguments: TestStoreKind.allCases) func everyByteOfALongPasswordCounts(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let users = UserRepository(store: store, passwordHashCost: 4)
+        let passphrase = String(repeating: "correct horse battery staple ", count: 3) + "!"  // 88 bytes
+        #expect(passphrase.utf8.count == 88)
+        let prefix = String(passphrase.utf8.prefix(72))!
+        try await users.create(email: "long@example.com", password: passphrase)
+        #expect(try await users.authenticate(email: "long@example.com", password: passphrase) != nil)
+        #expect(try await users.authenticate(email: "long@example.com", password: prefix) == nil, "bcrypt's 72-byte prefix alone")
+        #expect(try await users.authenticate(email: "long@example.com", password: prefix + "anything else") == nil)
+
+        // The boundary from the other side: exactly 72 bytes signs in, its 71-byte prefix does not.
+        let exactly72 = String(passphrase.utf8.prefix(72))!
+        try await users.create(email: "edge@example.com", password: exactly72)
+        #expect(try await users.authenticate(email: "edge@example.com", password: exactly72) != nil)
+        #expect(try await users.authenticate(email: "edge@example.com", password: String(exactly72.dropLast())) == nil)
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aHashFromBeforePreHashingStillSignsInAndIsMadeAgain(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let users = UserRepository(store: store, passwordHashCost: 4)
+        let legacy = User(email: "old@example.com", name: "Old", passwordHash: Bcrypt.hash("an old password", cost: 4), createdAt: Date())
+        let inserted = try await store.userStorage.insert(legacy)
+        #expect(!Passwords.isPrehashed(legacy.passwordHash))
+        #expect(try await users.authenticate(email: "old@example.com", password: "not the old one") == nil)
+        #expect(try await users.authenticate(email: "old@example.com", password: "an old password") != nil)
+        let stored = try #require(try await store.userStorage.find(id: inserted.id ?? 0))
+        #expect(Passwords.isPrehashed(stored.passwordHash), "made again with every byte counting")
+        #expect(try await users.authenticate(email: "old@example.com", password: "an old password") != nil)
+    }
+
+    // MARK: What a password must be
+
+    @Test func passwordRulesHaveTheirBoundariesOnBothSides() {
+        #expect(PasswordRules.problems("seven 7", email: nil) == ["is too short (minimum is 8 characters)"])
+        #expect(PasswordRules.problems("eight 88", email: nil) == [])
+        #expect(PasswordRules.problems(String(repeating: "é", count: 64), email: nil) == [], "64 characters, many bytes: accepted")
+        #expect(PasswordRules.problems(String(repeating: "x", count: PasswordRules.maximumLength) + "", email: nil).isEmpty)
+        #expect(PasswordRules.problems(String(repeating: "x", count: PasswordRules.maximumLength + 1), email: nil).first?.hasPrefix("is too long") == true)
+        // No composition rules; but the lists of leaked passwords, whatever the case.
+        #expect(PasswordRules.problems("password1", email: nil) == ["is one of the most common passwords: choose another"])
+        #expect(PasswordRules.problems("PassWord1", email: nil) == ["is one of the most common passwords: choose another"])
+        #expect(PasswordRules.problems("sunflower meadow", email: nil) == [])
+        #expect(PasswordRules.problems("ada@example.com", email: "ada@example.com") == ["can't be your email address"])
+        #expect(CommonPasswords.all.count > 8000)
+    }
+
+    // MARK: Signing up through the API
+
+    @Test(arguments: TestStoreKind.allCases) func signingUpAnswersAsASignInAndATakenAddressIsRailsStyle(kind: TestStoreKind) async throws {
+        let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
+        let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
+        try await harness.test { client in
+            let body = #"{"name": "Grace Hopper", "email": "Grace@Example.com", "password": "a ship in harbor"}"#
+            try await client.execute(
+                uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(json: body)
+            ) { response in
+                #expect(response.status == .created)
+                let token = try #require(response.headers[.xSessionToken])
+                #expect(response.headers[.setCookie]?.contains("foyer_session=\(token)") == true)
+                let user = try #require(response.json()["user"] as? [String: Any])
+                #expect(user["name"] as? String == "Grace Hopper" && user["email"] as? String == "grace@example.com")
+            }
+            try await client.execute(
+                uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(json: #"{"name": "Someone", "email": "grace@example.com", "password": "another good one"}"#)
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.json()["errors"] as? [String: [String]] == ["email": ["has already been taken"]])
+            }
+            try await client.execute(
+                uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(json: #"{"name": " ", "email": "x", "password": "short"}"#)
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.json()["errors"] as? [String: [String]] == [
+                    "name": ["can't be blank"], "email": ["is not an email address"], "password": ["is too short (minimum is 8 characters)"],
+                ])
+            }
+            // The welcome mail, written in the sign-up's transaction, reaches the folder once the sender took it.
+            let deadline = Date().addingTimeInterval(10)
+            var files: [String] = []
+            while Date() < deadline {
+                files = (try? FileManager.default.contentsOfDirectory(atPath: mailFolder)) ?? []
+                if !files.isEmpty, try await harness.store.mailOutboxStorage.count() == 0 { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(files.count == 1 && files[0].hasSuffix(".eml"))
+            let eml = try String(contentsOfFile: mailFolder + "/" + files[0], encoding: .utf8)
+            #expect(eml.contains("To: \"Grace Hopper\" <grace@example.com>") && eml.contains("/email_confirmations/"))
+        }
+    }
+
+    // MARK: The outbox
+
+    /// Records what it was handed; fails while `failing` is set.
+    final class RecordingDelivery: MailDelivery {
+        let delivered = NIOLockedValueBox([String]())
+        let failing = NIOLockedValueBox<DeliveryOutcome?>(nil)
+        var summary: String { "recording" }
+
+        func deliver(_ mail: OutgoingMail, from sender: MailAddress) async -> DeliveryOutcome {
+            if let failure = failing.withLockedValue({ $0 }) { return failure }
+            // A little time per mail, so two senders at once really overlap.
+            try? await Task.sleep(for: .milliseconds(2))
+            delivered.withLockedValue { $0.append(mail.messageID) }
+            return .delivered
+        }
+    }
+
+    static func mail(_ number: Int) -> OutgoingMail {
+        OutgoingMail(
+            to: "person\(number)@example.com", name: "Person \(number)", subject: "Mail \(number)", text: "Hello \(number)",
+            html: "<p>Hello \(number)</p>", from: MailAddress(name: "Foyer", address: "no-reply@example.com")
+        )
+    }
+
+    static func enqueue(_ mails: [OutgoingMail], in store: Store) async throws {
+        let storage = store.accountStorage
+        for mail in mails { try await storage.update(userId: 0, name: nil, passwordHash: nil, writes: AccountWrites(mails: [mail]), now: Date()) }
+    }
+
+    static func sender(_ store: Store, _ delivery: RecordingDelivery) -> MailSender {
+        var logger = Logger(label: "test-mail")
+        logger.logLevel = .critical
+        return MailSender(
+            outbox: store.mailOutboxStorage, delivery: delivery, sender: MailAddress(name: "Foyer", address: "no-reply@example.com"),
+            metrics: FoyerMetrics(), logger: logger
+        )
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func twoInstancesSendingAtOnceSendEachMailOnce(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let other = try await Store.reopen(store)
+        defer { if kind == .postgres { other.close() } }
+        let mails = (1...60).map(Self.mail)
+        try await Self.enqueue(mails, in: store)
+        let (first, second) = (RecordingDelivery(), RecordingDelivery())
+        async let a: Void = Self.sender(store, first).sendDue()
+        async let b: Void = Self.sender(other, second).sendDue()
+        _ = await (a, b)
+        let sent = first.delivered.withLockedValue { $0 } + second.delivered.withLockedValue { $0 }
+        #expect(sent.sorted() == mails.map(\.messageID).sorted(), "every mail once, none twice")
+        #expect(try await store.mailOutboxStorage.count() == 0)
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aMailTheServerDidNotTakeWaitsAndIsGivenUpAfterADay(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        try await Self.enqueue([Self.mail(1)], in: store)
+        let delivery = RecordingDelivery()
+        let sender = Self.sender(store, delivery)
+        delivery.failing.withLockedValue { $0 = .failed("421 try later") }
+        let start = Date()
+        await sender.sendDue(now: start)
+        #expect(try await store.mailOutboxStorage.count() == 1, "kept for later")
+        // Not due again before its backoff (at least 4.5 s: 5 s less the jitter), due after it (at most 5.5 s).
+        delivery.failing.withLockedValue { $0 = nil }
+        await sender.sendDue(now: start.addingTimeInterval(4.4))
+        #expect(delivery.delivered.withLockedValue { $0 }.isEmpty)
+        await sender.sendDue(now: start.addingTimeInterval(5.6))
+        #expect(delivery.delivered.withLockedValue { $0 }.count == 1)
+        #expect(try await store.mailOutboxStorage.count() == 0)
+
+        // Failing for 24 hours: given up (just under the day it is still kept).
+        try await Self.enqueue([Self.mail(2)], in: store)
+        delivery.failing.withLockedValue { $0 = .failed("connection refused") }
+        await sender.sendDue(now: Date().addingTimeInterval(24 * 3600 - 60))
+        #expect(try await store.mailOutboxStorage.count() == 1)
+        await sender.sendDue(now: Date().addingTimeInterval(24 * 3600 + 3600))
+        #expect(try await store.mailOutboxStorage.count() == 0)
+    }
+
+    @Test func aRenderedMailHasBothPartsAMessageIDAndTheNameInTo() {
+        let mail = OutgoingMail(
+            to: "zoe@example.com", name: "Zoë Ünder", subject: "Grüße", text: "A line that is long enough to be folded by quoted-printable encoding, surely: é",
+            html: "<p>é</p>", from: MailAddress(name: "Foyer", address: "no-reply@example.com")
+        )
+        let text = mail.rendered(from: MailAddress(name: "Foyer", address: "no-reply@example.com"))
+        #expect(text.contains("To: =?utf-8?b?") && text.contains("<zoe@example.com>"))
+        #expect(text.contains("Subject: =?utf-8?b?"))
+        #expect(text.contains("Message-ID: \(mail.messageID)") && mail.messageID.hasSuffix("@example.com>"))
+        #expect(text.contains("Content-Type: text/plain; charset=utf-8") && text.contains("Content-Type: text/html; charset=utf-8"))
+        #expect(text.contains("=C3=A9"), "UTF-8 in quoted-printable")
+        #expect(text.split(separator: "\r\n", omittingEmptySubsequences: false).allSatisfy { $0.utf8.count <= 78 }, "no line over 78")
+    }
+}
