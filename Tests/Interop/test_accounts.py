@@ -193,7 +193,7 @@ def test_signing_up_through_the_api_mails_a_confirmation_over_starttls_whose_but
     wait_for_page(page, "window.Turbo !== undefined")
     page.click("#confirm-button")
     page.wait_for_url(accounts_server.url + "/sign_in")
-    assert "Your address is confirmed." in page.locator(".notice, .flash").first.inner_text()
+    page.locator(".notice", has_text="Your address is confirmed.").wait_for()
     assert me(accounts_server, token)[1]["email_confirmed"] is True
     assert page.goto(link).status == 404, "spent"
     page.close()
@@ -393,3 +393,36 @@ def test_without_smtp_mail_is_written_beside_the_database_and_its_link_logged(ow
     message = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
     link = link_in(message, "/email_confirmations/")
     wait_until(lambda: link in own_server.log_path.read_text(), what="the link in the log")
+
+
+def test_the_account_page_changes_the_name_and_deletes_the_account_after_its_own_confirmation_page(accounts_server, browser):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(accounts_server.url + "/sign_up")
+    wait_for_page(page, "window.Turbo !== undefined")
+    page.fill("#sign-up-name", "Page Person")
+    page.fill("#sign-up-email", "page.person@example.com")
+    page.fill("#sign-up-password", "pages all the way down")
+    page.click("button[type=submit]")
+    page.wait_for_url(accounts_server.url + "/")
+    page.goto(accounts_server.url + "/account")
+    page.fill("#account-name", "Renamed Person")
+    page.click("#name-form button[type=submit]")
+    page.locator(".notice", has_text="Your name is changed.").wait_for()
+    assert page.input_value("#account-name") == "Renamed Person"
+    assert "Renamed Person" in page.locator("nav .account-link").inner_text()
+
+    page.click("#delete-account-link")
+    page.wait_for_url(accounts_server.url + "/account/delete")
+    assert "1 signed-in session" in page.locator("#what-goes").inner_text()
+    page.fill("#delete-password", "not my password")
+    page.click("#delete-account")
+    page.locator("#delete-password-error").wait_for()
+    assert page.locator("#delete-password-error").inner_text() == "Password is incorrect"
+    page.fill("#delete-password", "pages all the way down")
+    page.click("#delete-account")
+    page.wait_for_url(accounts_server.url + "/")
+    page.locator(".notice", has_text="Your account and everything in it are deleted.").wait_for()
+    assert page.goto(accounts_server.url + "/account").status == 401
+    assert sign_in(accounts_server, "page.person@example.com", "pages all the way down")[0] == 401
+    context.close()

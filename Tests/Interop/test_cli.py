@@ -80,3 +80,20 @@ def test_a_malformed_graphql_edge_setting_stops_start_up_saying_which_and_what_i
         )
         assert started.returncode != 0
         assert message in started.stderr, started.stderr
+
+
+@pytest.mark.parametrize("flag, value, env, message", [
+    ("--smtp-url", "mail.example.com:25", "FOYER_SMTP_URL", '--smtp-url: "mail.example.com:25" is not an SMTP URL; write smtp://[user:password@]host[:port] or smtps://'),
+    ("--smtp-url", "http://user:secret@mail.example.com", "FOYER_SMTP_URL", '"http://user:***@mail.example.com" is not an SMTP URL'),
+    ("--mail-from", "Foyer", "FOYER_MAIL_FROM", "--mail-from: \"Foyer\" is not an address; write e.g. 'Foyer <no-reply@example.com>'"),
+    ("--public-url", "example.com", "FOYER_PUBLIC_URL", '--public-url: "example.com" is not an origin; write e.g. https://example.com'),
+])
+def test_a_malformed_mail_setting_stops_start_up_saying_which_and_never_the_password(tmp_path, flag, value, env, message):
+    for arguments, environment in (([flag, value], {}), ([], {env: value})):
+        started = subprocess.run(
+            [foyer_binary(), "serve", "--port", "0", "--database", str(tmp_path / "db.sqlite"), *arguments],
+            env=dict(os.environ, **environment), capture_output=True, text=True, timeout=60,
+        )
+        assert started.returncode != 0
+        assert message in started.stderr, started.stderr
+        assert "secret" not in started.stderr

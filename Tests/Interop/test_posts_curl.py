@@ -16,7 +16,8 @@ def test_posts_crud_with_the_session_token(server):
     status, headers, body = headers_and_body(created.stdout)
     assert status == 201
     post = json.loads(body)
-    assert post["title"] == "From curl" and post["author"]["email"] == DEMO_EMAIL
+    assert post["title"] == "From curl" and post["author"]["name"] == DEMO_EMAIL.split("@")[0]
+    assert "email" not in post["author"], "authors by name, never by address"
     assert headers["location"][0].endswith(f"/api/v1/posts/{post['id']}")
 
     listed = curl("--include", server.url + "/api/v1/posts?per_page=100")

@@ -21,6 +21,7 @@ struct AccountSettingsController {
         signedIn.patch("/account", use: updateName)
         signedIn.patch("/account/password", use: updatePassword)
         signedIn.patch("/account/email", use: updateEmail)
+        signedIn.get("/account/delete", use: showDeletion)
         signedIn.delete("/account", use: deleteFromPage)
     }
 
@@ -217,13 +218,40 @@ struct AccountSettingsController {
         return response
     }
 
+    /// `account/delete`: what goes, and the button that makes it go.
+    struct DeletionView: Sendable {
+        let email: String
+        let posts: Int
+        let sessions: Int
+        let devices: Int
+        let hasLocalPassword: Bool
+        let password: FormField
+    }
+
+    @Sendable func showDeletion(request: Request, context: SignedInContext) async throws -> Response {
+        try await deletionPage(request: request, context: context)
+    }
+
+    private func deletionPage(
+        request: Request, context: SignedInContext, errors: [String: [String]] = [:], status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        let id = context.identity.userId
+        let view = DeletionView(
+            email: context.identity.user.email, posts: try await accounts.storage.posts(userId: id).count,
+            sessions: try await accounts.signIn.sessions.list(userId: id).count, devices: try await accounts.devices?.list(userId: id).count ?? 0,
+            hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors)
+        )
+        return accountPage.views.page(
+            "account/delete", ["title": "Delete your account", "form_page": true, "deletion": view], request: request, context: context, status: status
+        )
+    }
+
     @Sendable func deleteFromPage(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
         let password = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["password"]
         switch try await refusal(password: password, identity: context.identity) {
         case let invalid as ValidationFailed:
-            let failed = AccountController.FailedForm(form: .delete, errors: invalid.errors, name: nil, email: nil)
-            return try await accountPage.page(request: request, context: context, failed: failed, status: .unprocessableContent)
+            return try await deletionPage(request: request, context: context, errors: invalid.errors, status: .unprocessableContent)
         case let refusal?:
             throw refusal
         case nil:

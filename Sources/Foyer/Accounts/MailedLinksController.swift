@@ -87,7 +87,7 @@ struct MailedLinksController {
 
     private func mailConfirmation(to user: User) async throws {
         guard user.emailConfirmedAt == nil else {
-            throw ValidationFailed(errors: ["email": ["is confirmed already"]])
+            throw AppError(.conflict, title: "Confirmed already", message: "Your address \(user.email) is confirmed already.")
         }
         try await accounts.storage.update(
             userId: user.id ?? 0, name: nil, passwordHash: nil, writes: accounts.mail.confirmation(for: user, address: user.email, welcome: false),

@@ -57,14 +57,11 @@ struct AccountController {
         let emailCurrentPassword: FormField
         let currentPassword: FormField
         let newPassword: FormField
-        let deletePassword: FormField
-        /// The form that failed, so the page opens at it: `name-form`, `password-form`, `email-form`, `delete-form`.
-        let failedForm: String?
     }
 
     /// The forms of the account page.
     enum Form: String, Sendable {
-        case name, password, email, delete
+        case name, password, email
     }
 
     /// A form sent back with what is wrong with it, and what was typed (passwords are never shown again).
@@ -102,8 +99,7 @@ struct AccountController {
             hasLocalPassword: user.hasLocalPassword, newEmail: FormField("email", value: failed?.email ?? "", errors: errors(.email)),
             emailCurrentPassword: FormField("current_password", value: "", errors: errors(.email)),
             currentPassword: FormField("current_password", value: "", errors: errors(.password)),
-            newPassword: FormField("password", value: "", errors: errors(.password)),
-            deletePassword: FormField("password", value: "", errors: errors(.delete)), failedForm: failed.map { "\($0.form.rawValue)-form" }
+            newPassword: FormField("password", value: "", errors: errors(.password))
         )
         let account = AccountView(
             email: user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },

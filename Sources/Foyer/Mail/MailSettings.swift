@@ -44,7 +44,7 @@ public struct MailSettings: Sendable {
 
         static func redacted(_ text: String) -> String {
             guard var components = URLComponents(string: text), components.password != nil else { return text }
-            components.password = "…"
+            components.percentEncodedPassword = "***"
             return components.string ?? text
         }
     }
