@@ -41,10 +41,12 @@ struct AccountSettingsController {
         init(from decoder: any Decoder) throws {
             let outer = try decoder.container(keyedBy: CodingKeys.self)
             let fields = (try? outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .user)) ?? outer
-            name = try fields.decodeIfPresent(String.self, forKey: .name)
-            email = try fields.decodeIfPresent(String.self, forKey: .email)
-            password = try fields.decodeIfPresent(String.self, forKey: .password)
-            currentPassword = try fields.decodeIfPresent(String.self, forKey: .currentPassword)
+            // A key left out is left as it is; a key given as null (or not a string) is a mistake, not "unchanged".
+            func field(_ key: CodingKeys) throws -> String? { fields.contains(key) ? try fields.decode(String.self, forKey: key) : nil }
+            name = try field(.name)
+            email = try field(.email)
+            password = try field(.password)
+            currentPassword = try field(.currentPassword)
         }
     }
 
