@@ -76,12 +76,14 @@ struct AccountSettingsController {
             let problems = PasswordRules.problems(password, email: user.email)
             if !problems.isEmpty { errors["password"] = problems }
         }
-        if changes.password != nil || newEmail != nil {
+        // Asked for at all (even an address that is already the account's), a password or an address needs the
+        // current password, as the schema says.
+        if changes.password != nil || changes.email != nil {
             if !user.hasLocalPassword {
                 let provider = try await accounts.signIn.providers.provider(of: identity)?.settings.displayName ?? "your provider"
                 let held = "is held by \(provider): change it there"
                 if changes.password != nil { errors["password", default: []].append(held) }
-                if newEmail != nil { errors["email", default: []].append(held) }
+                if changes.email != nil { errors["email", default: []].append(held) }
             } else if errors.isEmpty, let wrong = try await accounts.checkPassword(changes.currentPassword, of: user) {
                 errors.merge(wrong.errors) { $0 + $1 }
             }
