@@ -264,7 +264,7 @@ import Testing
     @Test func aKnownPathWithAnUnknownMethodIs405WithAllow() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in
-            try await client.execute(uri: "/api/v1/me", method: .delete) { response in
+            try await client.execute(uri: "/api/v1/me/export", method: .delete) { response in
                 #expect(response.status == .methodNotAllowed)
                 #expect(response.headers[.allow] == "GET, HEAD")
                 #expect((response.json()["error"] as? String)?.contains("GET") == true)

@@ -65,7 +65,7 @@ func jwtShaped(_ header: String, _ claims: String, signature: String = "") -> St
                      headers: bearer(jwtShaped(#"{"alg":"RS256","kid":"k"}"#, #"{"sub":"1","exp":\#(now - 600)}"#, signature: "c2ln")), expected: .unauthorized),
                 Case(name: "replayed revoked token", uri: "/api/v1/posts", headers: bearer(revoked).merging(jsonHeaders),
                      body: ByteBuffer(string: #"{"title": "from a revoked session"}"#), expected: .unauthorized),
-                Case(name: "unknown method on a known path", uri: "/api/v1/me", method: .patch, headers: bearer(token), expected: .methodNotAllowed),
+                Case(name: "unknown method on a known path", uri: "/api/v1/me/export", method: .patch, headers: bearer(token), expected: .methodNotAllowed),
             ]
             let postsBefore = try await harness.database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM posts") }
             let sessionsBefore = try await harness.database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sessions") }

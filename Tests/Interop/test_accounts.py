@@ -20,11 +20,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from playwright.sync_api import sync_playwright
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
 from conftest import DEMO_EMAIL, RunningServer, curl_response, free_port, wait_for_page, wait_until
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_live import RawStream, get, stream_path
 from test_push import PUSH_ENV, curl_json, ios_token, push_args, ups  # noqa: F401  (the Unified Push peer)
 
@@ -138,14 +138,6 @@ def accounts_server(tmp_path_factory, smtp, ups):  # noqa: F811
     )
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 def sign_up(server, name: str, email_address: str, password: str) -> tuple[int, dict, dict]:

@@ -77,7 +77,7 @@ struct AccountMail: Sendable {
         if let button {
             let url = HTML.escape(button.url)
             html += "<p><a href=\"\(url)\" style=\"display: inline-block; padding: 0.6em 1.2em; background: #1d4ed8; color: #fff; border-radius: 6px; text-decoration: none\">\(HTML.escape(button.label))</a></p>"
-            html += "<p style=\"color: #555; font-size: 0.9em\">Or open this address: \(url)</p>"
+            html += "<p style=\"color: #555; font-size: 0.9em; overflow-wrap: anywhere\">Or open this address: \(url)</p>"
         }
         html += "<p>\(HTML.escape(closing))</p><p>— Foyer</p></body></html>"
         return OutgoingMail(to: address, name: name, subject: subject, text: text, html: html, from: sender)

@@ -26,7 +26,8 @@ struct AccountSettingsController {
     }
 
     /// What `PATCH /api/v1/me` and the account page's forms may ask for. Nil fields are left as they are.
-    struct Changes: Decodable {
+    struct Changes: FormOrJSONBody {
+        static let expectedJSON = #"{"name", "email", "password", "current_password"}, each optional"#
         var name: String?
         var email: String?
         var password: String?
@@ -36,6 +37,10 @@ struct AccountSettingsController {
 
         init(name: String? = nil, email: String? = nil, password: String? = nil, currentPassword: String? = nil) {
             (self.name, self.email, self.password, self.currentPassword) = (name, email, password, currentPassword)
+        }
+
+        init(fields: [String: String]) {
+            self.init(name: fields["name"], email: fields["email"], password: fields["password"], currentPassword: fields["current_password"])
         }
 
         init(from decoder: any Decoder) throws {
@@ -111,19 +116,7 @@ struct AccountSettingsController {
 
     @Sendable func updateFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
-        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
-        let changes: Changes
-        if request.isFormEncoded {
-            let fields = FormFields.parse(String(buffer: buffer))
-            changes = Changes(name: fields["name"], email: fields["email"], password: fields["password"], currentPassword: fields["current_password"])
-        } else {
-            do {
-                changes = try JSONDecoder().decode(Changes.self, from: Data(buffer: buffer))
-            } catch {
-                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"name\", \"email\", \"password\", \"current_password\"}, each optional")
-            }
-        }
-        _ = try await apply(changes, identity: context.identity)
+        _ = try await apply(try await request.decodeBody(as: Changes.self), identity: context.identity)
         let user = try await accounts.signIn.users.storage.find(id: context.identity.userId) ?? context.identity.user
         let provider = try await accounts.signIn.providers.provider(of: context.identity)?.name
         return .json(SessionsAPIController.Me(user, provider: provider))
@@ -201,19 +194,8 @@ struct AccountSettingsController {
 
     @Sendable func deleteFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
-        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
-        struct Body: Decodable { let password: String? }
-        let password: String?
-        if buffer.readableBytes == 0 {
-            password = nil
-        } else if request.isFormEncoded {
-            password = FormFields.parse(String(buffer: buffer))["password"]
-        } else {
-            guard let body = try? JSONDecoder().decode(Body.self, from: Data(buffer: buffer)) else {
-                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"password\": \"…\"}")
-            }
-            password = body.password
-        }
+        // A provider's account has no password to send: the body may be empty.
+        let password = try await request.decodeBody(as: PasswordBody.self, emptyAllowed: true).password
         if let refusal = try await refusal(password: password, identity: context.identity) { throw refusal }
         try await delete(identity: context.identity, logger: context.logger)
         var response = Response(status: .noContent)
@@ -266,6 +248,12 @@ struct AccountSettingsController {
         response.setCookie(accounts.signIn.expiredCookie(request: request))
         response.headers[.clearSiteData] = SignIn.clearedOnSignOut
         return response
+    }
+
+    struct PasswordBody: FormOrJSONBody {
+        static let expectedJSON = #"{"password": "…"}"#
+        let password: String?
+        init(fields: [String: String]) { password = fields["password"] }
     }
 
     // MARK: Your data

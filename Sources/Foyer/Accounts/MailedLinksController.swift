@@ -101,20 +101,16 @@ struct MailedLinksController {
     /// The same answer whether or not the address has an account, and whether or not mail went (the hourly cap).
     @Sendable func requestReset(request: Request, context: FoyerRequestContext) async throws -> Response {
         var request = request
-        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
-        let email: String?
-        if request.isFormEncoded {
-            email = FormFields.parse(String(buffer: buffer))["email"]
-        } else {
-            struct Body: Decodable { let email: String? }
-            guard let body = try? JSONDecoder().decode(Body.self, from: Data(buffer: buffer)) else {
-                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"email\": \"…\"}")
-            }
-            email = body.email
-        }
+        let email = try await request.decodeBody(as: ResetRequest.self).email
         guard let email, !email.isBlank else { throw ValidationFailed(errors: ["email": ["can't be blank"]]) }
         try await mailReset(to: email, request: request, context: context)
         return Response.json(["message": Flash.resetMailed.message], status: .accepted)
+    }
+
+    struct ResetRequest: FormOrJSONBody {
+        static let expectedJSON = #"{"email": "…"}"#
+        let email: String?
+        init(fields: [String: String]) { email = fields["email"] }
     }
 
     @Sendable func requestResetFromForm(request: Request, context: FoyerRequestContext) async throws -> Response {

@@ -20,7 +20,8 @@ struct SignUpController {
     }
 
     /// What someone asked for, read from a form or a JSON body (flat, or nested under `user` as Rails clients send).
-    struct SignUpForm: Decodable {
+    struct SignUpForm: FormOrJSONBody {
+        static let expectedJSON = #"{"name": "…", "email": "…", "password": "…"}"#
         var name = ""
         var email = ""
         var password = ""
@@ -108,17 +109,7 @@ struct SignUpController {
 
     @Sendable func createFromAPI(request: Request, context: FoyerRequestContext) async throws -> Response {
         var request = request
-        let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
-        let form: SignUpForm
-        if request.isFormEncoded {
-            form = SignUpForm(fields: FormFields.parse(String(buffer: buffer)))
-        } else {
-            do {
-                form = try JSONDecoder().decode(SignUpForm.self, from: Data(buffer: buffer))
-            } catch {
-                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"name\": \"…\", \"email\": \"…\", \"password\": \"…\"}")
-            }
-        }
+        let form = try await request.decodeBody(as: SignUpForm.self)
         let proof = try await signIn.signInProof(of: request)
         let user = try await signUp(form, request: request, context: context)
         return try await SessionsAPIController.signedIn(.init(user: user), signIn: signIn, proof: proof, request: request, context: context)

@@ -3,8 +3,8 @@ import Hummingbird
 import Logging
 
 /// Files from `Public/` for paths no route answers. Hummingbird's file middleware answers any path holding `..`
-/// with a bare 400, even where `..` is part of a name (`/configurations/0..0_v1.json`): such a path is no file of
-/// ours, so the router's own answer (a 404) stands.
+/// with a bare 400, even where `..` is only part of a name (`/configurations/0..0_v1.json`): such a path is no file
+/// of ours, so the router's own answer (a 404) stands. A `..` segment (a traversal) still gets the 400.
 struct PublicFiles: RouterMiddleware {
     typealias Context = FoyerRequestContext
     let files: FileMiddleware<FoyerRequestContext, LocalFileSystem>
@@ -15,7 +15,7 @@ struct PublicFiles: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path.removingPercentEncoding ?? request.uri.path
-        guard !path.contains("..") else { return try await next(request, context) }
+        guard !path.contains("..") || path.split(separator: "/").contains("..") else { return try await next(request, context) }
         return try await files.handle(request, context: context, next: next)
     }
 }
