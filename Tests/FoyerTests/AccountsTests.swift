@@ -108,6 +108,27 @@ import Testing
         }
     }
 
+    /// A stolen session cannot guess its way to the password: wrong current passwords count like failed sign-ins of
+    /// that login (5 in 15 minutes), and the next is a 429 however right it is.
+    @Test func wrongCurrentPasswordsAreThrottledLikeSignIns() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            func change(_ current: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/api/v1/me", method: .patch, headers: [.authorization: "Bearer \(token)", .contentType: "application/json"],
+                    body: ByteBuffer(json: #"{"password": "a whole new phrase", "current_password": "\#(current)"}"#)
+                ) { $0 }
+            }
+            for _ in 1...SignInThrottle.perLogin {
+                #expect(try await change("a wrong guess").status == .unprocessableContent)
+            }
+            let refused = try await change(TestUser.ada.password)
+            #expect(refused.status == .tooManyRequests)
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 > 0)
+        }
+    }
+
     // MARK: The outbox
 
     /// Records what it was handed; fails while `failing` is set.

@@ -88,6 +88,19 @@ import Testing
         #expect(try await b.sessions.sessions.find(token: token) == nil)
     }
 
+    /// A name (or address) changed through one instance: the others read the account again at once, instead of
+    /// answering with their cached sign-in's old name for up to a minute.
+    @Test func anAccountChangedOnOneInstanceLeavesTheOthersCachedSignIns() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let user = try #require(try await a.sessions.users.storage.find(email: TestUser.ada.email))
+        let (_, token) = try await a.sessions.sessions.create(for: user, userAgent: "test", ipAddress: nil)
+        #expect(try await b.sessions.sessions.find(token: token) != nil)
+        #expect(b.sessions.sessions.cache.lookup(token: token, now: Date()) != nil, "B now holds it in its cache")
+        a.sessions.sessions.forgetCachedSignIns(of: user.id!)
+        try await eventually(within: .seconds(1)) { b.sessions.sessions.cache.lookup(token: token, now: Date()) == nil }
+    }
+
     @Test func aPostWrittenOnOneInstanceReachesTheOthersPagesAsStored() async throws {
         let (a, b) = try await Instance.pair()
         defer { Instance.stop(a, b) }

@@ -18,21 +18,24 @@ struct AccountFlows: Sendable {
         for session in try await signIn.sessions.list(userId: userId) where session.id != except {
             _ = try await signIn.revoke(session: session.id, userId: userId)
         }
-        signIn.sessions.cache.forget(userID: userId)
+        signIn.sessions.forgetCachedSignIns(of: userId)
     }
 
-    /// The account's row changed (a name, a confirmed address): cached sign-ins read it again.
+    /// The account's row changed (a name, a confirmed address): cached sign-ins read it again, on every instance.
     func accountChanged(userId: Int64) {
-        signIn.sessions.cache.forget(userID: userId)
+        signIn.sessions.forgetCachedSignIns(of: userId)
     }
 
     /// A password the account's owner must type again to change or delete it: nil when it matches, else the
-    /// Rails-style error for `current_password` (or `password`).
-    func checkPassword(_ password: String?, of user: User, field: String = "current_password") async throws -> ValidationFailed? {
+    /// Rails-style error for `current_password` (or `password`). Wrong ones count like failed sign-ins (a stolen
+    /// session cannot guess its way to the password); throws `SignInThrottle.Throttled` past the limit.
+    func checkPassword(_ password: String?, of user: User, field: String = "current_password", clientIP: String?) async throws -> ValidationFailed? {
         guard let password, !password.isEmpty else { return ValidationFailed(errors: [field: ["can't be blank"]]) }
+        let attempt = try await throttle.begin(login: user.email, clientIP: clientIP)
         guard try await signIn.users.passwords.verify(password, hash: user.passwordHash) else {
             return ValidationFailed(errors: [field: ["is incorrect"]])
         }
+        try await throttle.succeeded(attempt, login: user.email)
         return nil
     }
 }

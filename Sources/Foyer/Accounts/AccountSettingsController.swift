@@ -63,7 +63,7 @@ struct AccountSettingsController {
     }
 
     /// Checks every field first (all problems at once, nothing stored when any is wrong), then stores what was asked.
-    func apply(_ changes: Changes, identity: Identity) async throws -> Applied {
+    func apply(_ changes: Changes, identity: Identity, clientIP: String?) async throws -> Applied {
         let user = identity.user
         var errors: [String: [String]] = [:]
         var name: String?
@@ -89,7 +89,7 @@ struct AccountSettingsController {
                 let held = "is held by \(provider): change it there"
                 if changes.password != nil { errors["password", default: []].append(held) }
                 if changes.email != nil { errors["email", default: []].append(held) }
-            } else if errors.isEmpty, let wrong = try await accounts.checkPassword(changes.currentPassword, of: user) {
+            } else if errors.isEmpty, let wrong = try await accounts.checkPassword(changes.currentPassword, of: user, clientIP: clientIP) {
                 errors.merge(wrong.errors) { $0 + $1 }
             }
         }
@@ -116,7 +116,7 @@ struct AccountSettingsController {
 
     @Sendable func updateFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
-        _ = try await apply(try await request.decodeBody(as: Changes.self), identity: context.identity)
+        _ = try await apply(try await request.decodeBody(as: Changes.self), identity: context.identity, clientIP: clientIP(request, context))
         let user = try await accounts.signIn.users.storage.find(id: context.identity.userId) ?? context.identity.user
         let provider = try await accounts.signIn.providers.provider(of: context.identity)?.name
         return .json(SessionsAPIController.Me(user, provider: provider))
@@ -147,22 +147,38 @@ struct AccountSettingsController {
         let fields = try await request.formFields(limit: SessionsAPIController.maximumBodySize)
         let asked = changes(fields)
         do {
-            let applied = try await apply(asked, identity: context.identity)
+            let applied = try await apply(asked, identity: context.identity, clientIP: clientIP(request, context))
             let flash: Flash = applied.passwordChanged ? .passwordChanged : applied.emailChangeMailed ? .emailChangeMailed : .nameChanged
             return Response.seeOther("/account").flashing(flash)
         } catch let invalid as ValidationFailed {
             let failed = AccountController.FailedForm(form: form, errors: invalid.errors, name: asked.name, email: asked.email)
             return try await accountPage.page(request: request, context: context, failed: failed, status: .unprocessableContent)
+        } catch let throttled as SignInThrottle.Throttled {
+            let failed = AccountController.FailedForm(
+                form: form, errors: ["current_password": [Self.throttledMessage(throttled)]], name: asked.name, email: asked.email
+            )
+            var response = try await accountPage.page(request: request, context: context, failed: failed, status: .tooManyRequests)
+            response.headers[.retryAfter] = String(throttled.retryAfter)
+            return response
         }
+    }
+
+    private func clientIP(_ request: Request, _ context: SignedInContext) -> String? {
+        request.clientIP(context: context, trustProxy: accounts.signIn.trustProxy)
+    }
+
+    /// Said under the password field: "was tried too often: try again in 15 minutes".
+    static func throttledMessage(_ throttled: SignInThrottle.Throttled) -> String {
+        "was tried too often: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))"
     }
 
     // MARK: Deleting an account
 
     /// Nil when the caller proved they are the owner just now: their password, or for a provider's account a
     /// sign-in within the last ten minutes.
-    private func refusal(password: String?, identity: Identity) async throws -> (any Error)? {
+    private func refusal(password: String?, identity: Identity, clientIP: String?) async throws -> (any Error)? {
         if identity.user.hasLocalPassword {
-            return try await accounts.checkPassword(password, of: identity.user, field: "password")
+            return try await accounts.checkPassword(password, of: identity.user, field: "password", clientIP: clientIP)
         }
         let tokenIssued = (identity.providerToken?.claims["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         let signedInAt = identity.session?.createdAt ?? tokenIssued ?? .distantPast
@@ -196,7 +212,7 @@ struct AccountSettingsController {
         var request = request
         // A provider's account has no password to send: the body may be empty.
         let password = try await request.decodeBody(as: PasswordBody.self, emptyAllowed: true).password
-        if let refusal = try await refusal(password: password, identity: context.identity) { throw refusal }
+        if let refusal = try await refusal(password: password, identity: context.identity, clientIP: clientIP(request, context)) { throw refusal }
         try await delete(identity: context.identity, logger: context.logger)
         var response = Response(status: .noContent)
         response.setCookie(accounts.signIn.expiredCookie(request: request))
@@ -235,7 +251,17 @@ struct AccountSettingsController {
     @Sendable func deleteFromPage(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
         let password = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["password"]
-        switch try await refusal(password: password, identity: context.identity) {
+        let refused: (any Error)?
+        do {
+            refused = try await refusal(password: password, identity: context.identity, clientIP: clientIP(request, context))
+        } catch let throttled as SignInThrottle.Throttled {
+            var response = try await deletionPage(
+                request: request, context: context, errors: ["password": [Self.throttledMessage(throttled)]], status: .tooManyRequests
+            )
+            response.headers[.retryAfter] = String(throttled.retryAfter)
+            return response
+        }
+        switch refused {
         case let invalid as ValidationFailed:
             return try await deletionPage(request: request, context: context, errors: invalid.errors, status: .unprocessableContent)
         case let refusal?:

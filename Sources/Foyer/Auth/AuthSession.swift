@@ -57,12 +57,15 @@ public struct SessionRepository: Sendable {
     let ending: SessionEnding?
     /// Told of every revocation once it is stored: other instances drop their cached entries of it.
     let revoked: @Sendable (_ sessionID: String) -> Void
+    /// Told when an account's row changed (its name, its address): other instances drop their cached sign-ins of it.
+    let accountChanged: @Sendable (_ userID: Int64) -> Void
 
     init(
         store: Store, lifetime: SessionLifetime = SessionLifetime(), ending: SessionEnding? = nil,
-        revoked: @escaping @Sendable (String) -> Void = { _ in }
+        revoked: @escaping @Sendable (String) -> Void = { _ in }, accountChanged: @escaping @Sendable (Int64) -> Void = { _ in }
     ) {
         self.revoked = revoked
+        self.accountChanged = accountChanged
         self.storage = store.sessionStorage(ending: ending)
         self.lifetime = lifetime
         self.ending = ending
@@ -166,6 +169,12 @@ public struct SessionRepository: Sendable {
     }
 
     /// Revokes one of the user's sessions; false when the user has no live session with that id.
+    /// The account's row changed: its sessions are read again, here and on every other instance.
+    func forgetCachedSignIns(of userID: Int64) {
+        cache.forget(userID: userID)
+        accountChanged(userID)
+    }
+
     public func revoke(id: String, userId: Int64) async throws -> Bool {
         let revoked = try await storage.revoke(id: id, userId: userId, at: Date())
         if revoked {

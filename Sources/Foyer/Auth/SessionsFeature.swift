@@ -2,6 +2,8 @@
 struct SessionsFeature {
     /// Sessions revoked or pruned elsewhere: cached entries must go.
     static let ended = ClusterTopic<[String]>("sessions.ended")
+    /// An account changed (a name, an address): cached sign-ins of it must be read again.
+    static let accountChanged = ClusterTopic<Int64>("sessions.account_changed")
 
     let users: UserRepository
     let sessions: SessionRepository
@@ -21,7 +23,8 @@ struct SessionsFeature {
             revoked: { id in
                 holds.end(sessions: [id])
                 cluster?.send([id], on: Self.ended)
-            }
+            },
+            accountChanged: { id in cluster?.send(id, on: Self.accountChanged) }
         )
         throttle = SignInThrottle(store: app.store)
         spent = SpentCredentials(store: app.store)
@@ -32,6 +35,7 @@ struct SessionsFeature {
             for id in ids { sessions.cache.forget(sessionID: id) }
             holds.end(sessions: ids)
         }
+        cluster?.on(Self.accountChanged) { id in sessions.cache.forget(userID: id) }
         // Missed revocations are possible while not hearing the others: no cached session is trusted.
         cluster?.onBreak { sessions.cache.forgetAll() }
         cluster?.onGap { sessions.cache.forgetAll() }
