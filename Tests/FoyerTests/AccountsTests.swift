@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HTTPTypes
 import HummingbirdBcrypt
 import HummingbirdTesting
@@ -127,6 +128,75 @@ import Testing
             #expect(refused.status == .tooManyRequests)
             #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 > 0)
         }
+    }
+
+    /// A new address is mailed a link and waits, shown on the account page; the old one is told and still signs
+    /// in until the link's button is pressed; then the new one does and the old one does not.
+    @Test func anAddressChangeWaitsForItsLinkThenMoves() async throws {
+        let harness = try await TestHarness { $0.mail.folder = FileManager.default.temporaryDirectory.appendingPathComponent("mail-\(UUID())").path }
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let bearer: HTTPFields = [.authorization: "Bearer \(token)", .contentType: "application/json"]
+            try await client.execute(
+                uri: "/api/v1/me", method: .patch, headers: bearer,
+                body: ByteBuffer(json: #"{"email": "ada@lovelace.example", "current_password": "\#(TestUser.ada.password)"}"#)
+            ) { response in
+                #expect(response.status == .ok)
+                #expect(response.json()["email"] as? String == "ada@example.com", "not moved before it is confirmed")
+            }
+            try await client.execute(uri: "/account", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+                #expect(response.text.contains(#"id="pending-email">Waiting for <strong>ada@lovelace.example</strong>"#))
+            }
+            // The link is only in the mail: read it from the outbox (or the folder the sender wrote it to).
+            let mails = try await harness.database.read { db in
+                try Row.fetchAll(db, sql: "SELECT recipient, text_body FROM mail_outbox").map { ($0["recipient"] as String, $0["text_body"] as String) }
+            }
+            let folder = harness.config.mail.folder!
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+            let texts = mails.map { "\($0.0)\n\($0.1)" } + (try files.map { try String(contentsOfFile: folder + "/" + $0, encoding: .utf8) })
+            #expect(texts.contains { $0.contains("ada@example.com") && $0.contains("is changing") }, "the old address is told")
+            let confirmation = try #require(texts.first { $0.contains("ada@lovelace.example") && $0.contains("/email_confirmations/") })
+            let secret = try #require(confirmation.replacingOccurrences(of: "=\r\n", with: "").split(whereSeparator: \.isWhitespace)
+                .first { $0.contains("/email_confirmations/") }?.split(separator: "/").last.map(String.init))
+            try await client.execute(uri: "/email_confirmations/\(secret)", method: .post) { response in
+                #expect(response.status == .seeOther)
+            }
+            try await client.execute(uri: "/api/v1/me", method: .get, headers: bearer) { response in
+                #expect(response.json()["email"] as? String == "ada@lovelace.example")
+                #expect(response.json()["email_confirmed"] as? Bool == true)
+            }
+            #expect(try await harness.store.userStorage.find(email: "ada@example.com") == nil)
+        }
+    }
+
+    /// A provider's account has no password here: deleting it asks for a sign-in within the last ten minutes.
+    @Test func aProvidersAccountIsDeletedOnlyWithinTenMinutesOfSigningIn() async throws {
+        let harness = try await TestHarness()
+        let sessions = SessionRepository(store: harness.store)
+        func providerUser(_ subject: String) async throws -> (User, String, String) {
+            let user = try #require(try await harness.store.userStorage.providerUser(
+                provider: "acme", subject: subject, email: "\(subject)@acme.example", newEmail: nil, separateEmail: "\(subject)@acme.invalid",
+                name: subject, emailVerified: true
+            ) { _, _ in false })
+            let (session, token) = try await sessions.create(for: user, userAgent: "test", ipAddress: nil)
+            return (user, session.id, token)
+        }
+        let (_, _, fresh) = try await providerUser("fresh")
+        let (stale, staleSession, staleToken) = try await providerUser("stale")
+        try await harness.database.write { db in
+            try db.execute(sql: "UPDATE sessions SET created_at = ? WHERE id = ?", arguments: [Date().addingTimeInterval(-11 * 60), staleSession])
+        }
+        try await harness.test { client in
+            try await client.execute(uri: "/api/v1/me", method: .delete, headers: [.authorization: "Bearer \(staleToken)"]) { response in
+                #expect(response.status == .forbidden)
+                #expect((response.json()["error"] as? String)?.contains("sign in again") == true)
+            }
+            try await client.execute(uri: "/api/v1/me", method: .delete, headers: [.authorization: "Bearer \(fresh)"]) { response in
+                #expect(response.status == .noContent)
+            }
+        }
+        #expect(try await harness.store.userStorage.find(id: stale.id!) != nil, "kept")
+        #expect(try await harness.store.userStorage.find(email: "fresh@acme.example") == nil, "gone")
     }
 
     // MARK: The outbox

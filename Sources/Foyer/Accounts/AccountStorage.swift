@@ -8,6 +8,8 @@ import PostgresNIO
 protocol AccountStorage: Sendable {
     /// The unspent, unexpired link with this hash, and its account (for the page a link opens; nothing changes).
     func token(hash: String, purpose: AccountTokenPurpose, now: Date) async throws -> (AccountToken, User)?
+    /// The address the account asked to move to, while its link is live: the newest such.
+    func pendingEmail(userId: Int64, current: String, now: Date) async throws -> String?
     /// Spends a confirmation link and confirms its address: the account's own, or the account moves to it (then
     /// every other link to that account's old address is spent too). Nil when spent, expired or unknown; throws
     /// `UserError.emailTaken` when another account took the address meanwhile.
@@ -50,6 +52,15 @@ struct SQLiteAccountStorage: AccountStorage {
                 let token = Self.token(row), let user = try User.fetchOne(db, key: token.userId)
             else { return nil }
             return (token, user)
+        }
+    }
+
+    func pendingEmail(userId: Int64, current: String, now: Date) async throws -> String? {
+        try await database.read { db in
+            try String.fetchOne(db, sql: """
+                SELECT email FROM account_tokens WHERE user_id = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? AND lower(email) <> lower(?)
+                ORDER BY created_at DESC LIMIT 1
+                """, arguments: [userId, AccountTokenPurpose.confirmEmail.rawValue, now, current])
         }
     }
 
@@ -158,6 +169,15 @@ struct PostgresAccountStorage: AccountStorage {
         else { return nil }
         let user = try await store.query("SELECT * FROM users WHERE id = \(token.userId)").first.map { try PostgresUsers.user($0.makeRandomAccess()) }
         return user.map { (token, $0) }
+    }
+
+    func pendingEmail(userId: Int64, current: String, now: Date) async throws -> String? {
+        try await store.query("""
+            SELECT email FROM account_tokens
+            WHERE user_id = \(userId) AND purpose = \(AccountTokenPurpose.confirmEmail.rawValue) AND used_at IS NULL AND expires_at > \(now)
+                AND lower(email) <> lower(\(current))
+            ORDER BY created_at DESC LIMIT 1
+            """).first.map { try $0.decode(String.self) }
     }
 
     /// Marks the link spent on `connection` (inside its transaction); the link when it was live. Two presses at

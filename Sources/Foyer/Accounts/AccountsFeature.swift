@@ -19,6 +19,8 @@ struct AccountsFeature {
         )
         SignUpController(signIn: signIn, views: views, mail: mail.accountMail, outbox: mail.sender, throttle: throttle).addRoutes(to: router)
         MailedLinksController(accounts: flows, views: views).addRoutes(to: router)
-        AccountSettingsController(accounts: flows, accountPage: AccountController(signIn: signIn, views: views), posts: posts).addRoutes(to: router)
+        let accountPage = AccountController(signIn: signIn, views: views, storage: storage)
+        accountPage.addRoutes(to: router)
+        AccountSettingsController(accounts: flows, accountPage: accountPage, posts: posts).addRoutes(to: router)
     }
 }

@@ -1,4 +1,4 @@
-/// Signing in and out: the sessions API native apps use, the web sign-in form, and the account page.
+/// Signing in and out: the sessions API native apps use, and the web sign-in form.
 struct SignInFeature {
     let signIn: SignIn
     let authenticator: Authenticator
@@ -17,6 +17,5 @@ struct SignInFeature {
     func addRoutes(to router: FoyerRouter, views: Views) {
         SessionsAPIController(signIn: signIn).addRoutes(to: router)
         WebSessionController(signIn: signIn, views: views).addRoutes(to: router)
-        AccountController(signIn: signIn, views: views).addRoutes(to: router)
     }
 }

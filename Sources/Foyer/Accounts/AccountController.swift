@@ -6,6 +6,7 @@ import Hummingbird
 struct AccountController {
     let signIn: SignIn
     let views: Views
+    let storage: any AccountStorage
     /// Claims that are times, shown as times.
     static let timeClaims: Set<String> = ["exp", "iat", "nbf", "auth_time", "updated_at"]
 
@@ -54,6 +55,8 @@ struct AccountController {
         /// A local account: its password and address are changed here (a provider's are changed there).
         let hasLocalPassword: Bool
         let newEmail: FormField
+        /// The address the account is moving to, while its confirmation link is live.
+        let pendingEmail: String?
         let emailCurrentPassword: FormField
         let currentPassword: FormField
         let newPassword: FormField
@@ -97,6 +100,7 @@ struct AccountController {
         let settings = Settings(
             name: FormField("name", value: failed?.name ?? user.name, errors: errors(.name)), emailConfirmed: user.emailConfirmedAt != nil,
             hasLocalPassword: user.hasLocalPassword, newEmail: FormField("email", value: failed?.email ?? "", errors: errors(.email)),
+            pendingEmail: try await storage.pendingEmail(userId: identity.userId, current: user.email, now: Date()),
             emailCurrentPassword: FormField("current_password", value: "", errors: errors(.email)),
             currentPassword: FormField("current_password", value: "", errors: errors(.password)),
             newPassword: FormField("password", value: "", errors: errors(.password))
