@@ -419,3 +419,14 @@ def test_the_account_page_changes_the_name_and_deletes_the_account_after_its_own
     assert page.goto(accounts_server.url + "/account").status == 401
     assert sign_in(accounts_server, "page.person@example.com", "pages all the way down")[0] == 401
     context.close()
+
+
+def test_reset_requests_past_the_clients_limit_get_the_form_again_with_429(own_server):
+    def ask():
+        return curl_response(own_server.url + "/password_resets", "--data", "email=someone%40example.com")
+    for _ in range(20):
+        assert ask()[0] == 303
+    status, headers, body = ask()
+    assert status == 429 and int(headers["retry-after"]) > 0
+    assert "was asked for too often from here" in body and 'action="/password_resets"' in body
+    assert 'value="someone@example.com"' in body, "what was typed stays"

@@ -116,14 +116,21 @@ struct MailedLinksController {
     @Sendable func requestResetFromForm(request: Request, context: FoyerRequestContext) async throws -> Response {
         var request = request
         let email = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["email"] ?? ""
-        guard !email.isBlank else {
-            let view = ["email": FormField("email", value: "", errors: ["email": ["can't be blank"]])]
+        func form(_ message: String, status: HTTPResponse.Status) -> Response {
+            let view = ["email": FormField("email", value: email, errors: ["email": [message]])]
             return views.page(
                 "password_resets/new", ["title": "Forgot your password?", "form_page": true, "reset": view], request: request, context: context,
-                status: .unprocessableContent
+                status: status
             )
         }
-        try await mailReset(to: email, request: request, context: context)
+        guard !email.isBlank else { return form("can't be blank", status: .unprocessableContent) }
+        do {
+            try await mailReset(to: email, request: request, context: context)
+        } catch let throttled as SignInThrottle.Throttled {
+            var response = form("was asked for too often from here: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))", status: .tooManyRequests)
+            response.headers[.retryAfter] = String(throttled.retryAfter)
+            return response
+        }
         return Response.seeOther("/sign_in").flashing(.resetMailed)
     }
 

@@ -92,8 +92,8 @@ final class MailSender: Service, Sendable {
         }
     }
 
-    /// 5 s after the first failure (a server restarting), doubling, at most an hour; a tenth of jitter so a server's return is not met
-    /// by every instance's retries at once.
+    /// 5 s after the first failure (a server restarting), doubling, at most an hour; a tenth of jitter so a server's
+    /// return is not met by every instance's retries at once.
     static func backoff(attempts: Int) -> TimeInterval {
         let base = min(3600, 5 * pow(2, Double(max(0, attempts - 1))))
         return base * Double.random(in: 0.9...1.1)
