@@ -33,10 +33,12 @@ final class MailSender: Service, Sendable {
 
     func run() async throws {
         logger.info("\(delivery.summary)")
+        // The first look is a poll interval after start, not during it: start-up has the store busy enough (and a
+        // test's app, which lives a second or two, then never opens a connection for the sender).
         let poller = Task {
             while !Task.isCancelled {
-                waker.yield()
                 try? await Task.sleep(for: Self.pollInterval)
+                waker.yield()
             }
         }
         await withGracefulShutdownHandler {
