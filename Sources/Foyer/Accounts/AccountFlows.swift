@@ -18,7 +18,6 @@ struct AccountFlows: Sendable {
         for session in try await signIn.sessions.list(userId: userId) where session.id != except {
             _ = try await signIn.revoke(session: session.id, userId: userId)
         }
-        signIn.sessions.forgetCachedSignIns(of: userId)
     }
 
     /// The account's row changed (a name, a confirmed address): cached sign-ins read it again, on every instance.

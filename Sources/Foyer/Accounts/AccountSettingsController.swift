@@ -157,9 +157,7 @@ struct AccountSettingsController {
             let failed = AccountController.FailedForm(
                 form: form, errors: ["current_password": [Self.throttledMessage(throttled)]], name: asked.name, email: asked.email
             )
-            var response = try await accountPage.page(request: request, context: context, failed: failed, status: .tooManyRequests)
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
+            return try await accountPage.page(request: request, context: context, failed: failed, status: .tooManyRequests).retrying(after: throttled)
         }
     }
 
@@ -174,21 +172,21 @@ struct AccountSettingsController {
 
     // MARK: Deleting an account
 
-    /// Nil when the caller proved they are the owner just now: their password, or for a provider's account a
-    /// sign-in within the last ten minutes.
-    private func refusal(password: String?, identity: Identity, clientIP: String?) async throws -> (any Error)? {
+    /// Returns when the caller proved they are the owner just now: their password (else `ValidationFailed`, or
+    /// `Throttled` past the limit), or for a provider's account a sign-in within the last ten minutes (else a 403).
+    private func proveOwnership(password: String?, identity: Identity, clientIP: String?) async throws {
         if identity.user.hasLocalPassword {
-            return try await accounts.checkPassword(password, of: identity.user, field: "password", clientIP: clientIP)
+            if let wrong = try await accounts.checkPassword(password, of: identity.user, field: "password", clientIP: clientIP) { throw wrong }
+            return
         }
         let tokenIssued = (identity.providerToken?.claims["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         let signedInAt = identity.session?.createdAt ?? tokenIssued ?? .distantPast
         guard Date().timeIntervalSince(signedInAt) <= Self.recentSignIn else {
-            return AppError(
+            throw AppError(
                 .forbidden, title: "Sign in again first",
                 message: "To delete your account, sign in again (within the last 10 minutes), then delete it."
             )
         }
-        return nil
     }
 
     /// Everything of the person goes: sessions ended everywhere (streams get signed-out, websockets close 4401, a
@@ -203,6 +201,7 @@ struct AccountSettingsController {
         try await accounts.endSessions(of: id, except: nil)
         let postIDs = try await accounts.storage.delete(userId: id, writes: accounts.mail.accountDeleted(for: user), now: Date())
         accounts.outbox.nudge()
+        // A sign-in still cached (a session too idle to be listed) must not act for an account that is gone.
         accounts.accountChanged(userId: id)
         posts.authorDeleted(postIDs: postIDs)
         logger.notice("account deleted", metadata: ["user": "\(id)", "posts": "\(postIDs.count)"])
@@ -212,12 +211,9 @@ struct AccountSettingsController {
         var request = request
         // A provider's account has no password to send: the body may be empty.
         let password = try await request.decodeBody(as: PasswordBody.self, emptyAllowed: true).password
-        if let refusal = try await refusal(password: password, identity: context.identity, clientIP: clientIP(request, context)) { throw refusal }
+        try await proveOwnership(password: password, identity: context.identity, clientIP: clientIP(request, context))
         try await delete(identity: context.identity, logger: context.logger)
-        var response = Response(status: .noContent)
-        response.setCookie(accounts.signIn.expiredCookie(request: request))
-        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
-        return response
+        return accounts.signIn.signingOut(Response(status: .noContent), request: request)
     }
 
     /// `account/delete`: what goes, and the button that makes it go.
@@ -239,7 +235,7 @@ struct AccountSettingsController {
     ) async throws -> Response {
         let id = context.identity.userId
         let view = DeletionView(
-            email: context.identity.user.email, posts: try await accounts.storage.posts(userId: id).count,
+            email: context.identity.user.email, posts: try await accounts.storage.postCount(userId: id),
             sessions: try await accounts.signIn.sessions.list(userId: id).count, devices: try await accounts.devices?.list(userId: id).count ?? 0,
             hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors)
         )
@@ -251,29 +247,16 @@ struct AccountSettingsController {
     @Sendable func deleteFromPage(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
         let password = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["password"]
-        let refused: (any Error)?
         do {
-            refused = try await refusal(password: password, identity: context.identity, clientIP: clientIP(request, context))
-        } catch let throttled as SignInThrottle.Throttled {
-            var response = try await deletionPage(
-                request: request, context: context, errors: ["password": [Self.throttledMessage(throttled)]], status: .tooManyRequests
-            )
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
-        }
-        switch refused {
-        case let invalid as ValidationFailed:
+            try await proveOwnership(password: password, identity: context.identity, clientIP: clientIP(request, context))
+        } catch let invalid as ValidationFailed {
             return try await deletionPage(request: request, context: context, errors: invalid.errors, status: .unprocessableContent)
-        case let refusal?:
-            throw refusal
-        case nil:
-            break
+        } catch let throttled as SignInThrottle.Throttled {
+            let errors = ["password": [Self.throttledMessage(throttled)]]
+            return try await deletionPage(request: request, context: context, errors: errors, status: .tooManyRequests).retrying(after: throttled)
         }
         try await delete(identity: context.identity, logger: context.logger)
-        var response = Response.seeOther("/").flashing(.accountDeleted)
-        response.setCookie(accounts.signIn.expiredCookie(request: request))
-        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
-        return response
+        return accounts.signIn.signingOut(Response.seeOther("/").flashing(.accountDeleted), request: request)
     }
 
     struct PasswordBody: FormOrJSONBody {

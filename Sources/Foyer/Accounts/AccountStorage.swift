@@ -27,6 +27,7 @@ protocol AccountStorage: Sendable {
     func delete(userId: Int64, writes: AccountWrites, now: Date) async throws -> [Int64]
     /// Every post the account wrote, oldest first.
     func posts(userId: Int64) async throws -> [Post]
+    func postCount(userId: Int64) async throws -> Int
 }
 
 extension Store {
@@ -148,6 +149,10 @@ struct SQLiteAccountStorage: AccountStorage {
             try Post.fetchAll(db, sql: "SELECT * FROM posts WHERE author_id = ? ORDER BY created_at, id", arguments: [userId])
         }
     }
+
+    func postCount(userId: Int64) async throws -> Int {
+        try await database.read { db in try Post.filter(Column("author_id") == userId).fetchCount(db) }
+    }
 }
 
 struct PostgresAccountStorage: AccountStorage {
@@ -199,7 +204,8 @@ struct PostgresAccountStorage: AccountStorage {
         let logger = store.logger
         do {
             return try await store.transaction { connection in
-                guard var (token, user) = try await Self.spend(tokenHash, .confirmEmail, now: now, connection, logger) else { return nil }
+                guard let (token, spentFor) = try await Self.spend(tokenHash, .confirmEmail, now: now, connection, logger) else { return nil }
+                var user = spentFor
                 if user.email.lowercased() != token.email.lowercased() {
                     try await connection.run("""
                         UPDATE account_tokens SET used_at = \(now) WHERE user_id = \(token.userId) AND used_at IS NULL AND email <> \(token.email)
@@ -210,7 +216,6 @@ struct PostgresAccountStorage: AccountStorage {
                 try await connection.run(
                     "UPDATE users SET email = \(user.email), email_confirmed_at = \(now) WHERE id = \(token.userId)", logger: logger
                 )
-                _ = token
                 return user
             }
         } catch where PostgresStore.isUniqueViolation(error) {
@@ -221,9 +226,10 @@ struct PostgresAccountStorage: AccountStorage {
     func resetPassword(tokenHash: String, newHash: String, now: Date, writes: @escaping @Sendable (User) -> AccountWrites) async throws -> User? {
         let logger = store.logger
         return try await store.transaction { connection in
-            guard var (token, user) = try await Self.spend(tokenHash, .resetPassword, now: now, connection, logger), let id = user.id else {
+            guard let (token, spentFor) = try await Self.spend(tokenHash, .resetPassword, now: now, connection, logger), let id = spentFor.id else {
                 return nil
             }
+            var user = spentFor
             try await connection.run("""
                 UPDATE account_tokens SET used_at = \(now) WHERE user_id = \(id) AND purpose = \(AccountTokenPurpose.resetPassword.rawValue) AND used_at IS NULL
                 """, logger: logger)
@@ -232,7 +238,6 @@ struct PostgresAccountStorage: AccountStorage {
             try await connection.run("""
                 UPDATE users SET password_hash = \(newHash), email_confirmed_at = \(user.emailConfirmedAt) WHERE id = \(id)
                 """, logger: logger)
-            _ = token
             try await writes(user).apply(to: connection, logger: logger, now: now)
             return user
         }
@@ -278,5 +283,9 @@ struct PostgresAccountStorage: AccountStorage {
         try await store.query("SELECT * FROM posts WHERE author_id = \(userId) ORDER BY created_at, id").map { row in
             try row.makeRandomAccess().decode(Post.self)
         }
+    }
+
+    func postCount(userId: Int64) async throws -> Int {
+        try await store.query("SELECT count(*) FROM posts WHERE author_id = \(userId)")[0].decode(Int.self)
     }
 }

@@ -17,7 +17,7 @@ struct AccountsFeature {
         let flows = AccountFlows(
             storage: storage, signIn: signIn, mail: mail.accountMail, outbox: mail.sender, throttle: throttle, devices: devices
         )
-        SignUpController(signIn: signIn, views: views, mail: mail.accountMail, outbox: mail.sender, throttle: throttle).addRoutes(to: router)
+        SignUpController(accounts: flows, views: views).addRoutes(to: router)
         MailedLinksController(accounts: flows, views: views).addRoutes(to: router)
         let accountPage = AccountController(signIn: signIn, views: views, storage: storage)
         accountPage.addRoutes(to: router)

@@ -127,9 +127,8 @@ struct MailedLinksController {
         do {
             try await mailReset(to: email, request: request, context: context)
         } catch let throttled as SignInThrottle.Throttled {
-            var response = form("was asked for too often from here: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))", status: .tooManyRequests)
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
+            let message = "was asked for too often from here: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))"
+            return form(message, status: .tooManyRequests).retrying(after: throttled)
         }
         return Response.seeOther("/sign_in").flashing(.resetMailed)
     }
@@ -199,6 +198,7 @@ struct MailedLinksController {
         accounts.outbox.nudge()
         // Whoever knew the old password is out, everywhere: sessions, their streams and websockets.
         try await accounts.endSessions(of: id, except: nil)
+        accounts.accountChanged(userId: id)
         context.logger.info("password reset", metadata: ["user": "\(id)"])
         var response = Response.seeOther("/sign_in").flashing(.passwordReset)
         if context.identity?.userId == id { response.setCookie(accounts.signIn.expiredCookie(request: request)) }

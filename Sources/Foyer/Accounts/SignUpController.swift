@@ -5,11 +5,9 @@ import Hummingbird
 /// Making an account yourself: the sign-up form for browsers and WebViews, and `POST /api/v1/users` for native
 /// screens, answered as a sign-in is. The address is confirmed afterwards, by a mailed link.
 struct SignUpController {
-    let signIn: SignIn
+    let accounts: AccountFlows
     let views: Views
-    let mail: AccountMail
-    let outbox: MailSender
-    let throttle: SignInThrottle
+    var signIn: SignIn { accounts.signIn }
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/sign_up") { request, context in
@@ -97,9 +95,8 @@ struct SignUpController {
         } catch let invalid as ValidationFailed {
             return page(request: request, context: context, form: form, returnTo: returnTo, errors: invalid, status: .unprocessableContent)
         } catch let throttled as SignInThrottle.Throttled {
-            var response = page(request: request, context: context, form: form, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
+            return page(request: request, context: context, form: form, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
+                .retrying(after: throttled)
         }
         let (_, token, _) = try await signIn.openSession(for: .init(user: user), request: request, context: context)
         var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh).flashing(.signedUp)
@@ -124,12 +121,12 @@ struct SignUpController {
                 message: "\(provider.settings.displayName) holds the accounts here: sign up there, then sign in."
             )
         }
-        try await throttle.countRequest("sign-up", clientIP: request.clientIP(context: context, trustProxy: signIn.trustProxy))
-        let mail = self.mail
+        try await accounts.throttle.countRequest("sign-up", clientIP: request.clientIP(context: context, trustProxy: signIn.trustProxy))
+        let mail = accounts.mail
         let user = try await signIn.users.signUp(name: form.name, email: form.email, password: form.password) { user in
             mail.confirmation(for: user, address: user.email, welcome: true)
         }
-        outbox.nudge()
+        accounts.outbox.nudge()
         context.logger.info("signed up", metadata: ["user": "\(user.id ?? 0)"])
         return user
     }

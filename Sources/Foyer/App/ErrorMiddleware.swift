@@ -56,9 +56,7 @@ struct ErrorMiddleware: RouterMiddleware {
         }
         if let throttled = error as? SignInThrottle.Throttled {
             guard request.wantsJSON else { return signInForm.page(request: request, context: context, returnTo: nil, throttled: throttled) }
-            var response = Response.json(["error": throttled.message], status: .tooManyRequests)
-            response.headers[.retryAfter] = String(throttled.retryAfter)
-            return response
+            return Response.json(["error": throttled.message], status: .tooManyRequests).retrying(after: throttled)
         }
         if let invalid = error as? ValidationFailed, request.wantsJSON {
             struct Body: Encodable {

@@ -151,12 +151,8 @@ struct SessionsAPIController {
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
             throw AppError(.notFound, message: "You have no active session with id \(requested)")
         }
-        var response = Response(status: .noContent)
-        if id == identity.session?.id {
-            response.setCookie(signIn.expiredCookie(request: request))
-            response.headers[.clearSiteData] = SignIn.clearedOnSignOut
-        }
-        return response
+        let response = Response(status: .noContent)
+        return id == identity.session?.id ? signIn.signingOut(response, request: request) : response
     }
 
     @Sendable func me(request: Request, context: SignedInContext) async throws -> Response {

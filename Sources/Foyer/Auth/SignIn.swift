@@ -133,6 +133,14 @@ struct SignIn: Sendable {
         SessionCookie.expired(secure: cookiesAreSecure(for: request))
     }
 
+    /// `response`, ending this browser's sign-in: the cookie expired, and what the browser kept of the user dropped.
+    func signingOut(_ response: Response, request: Request) -> Response {
+        var response = response
+        response.setCookie(expiredCookie(request: request))
+        response.headers[.clearSiteData] = Self.clearedOnSignOut
+        return response
+    }
+
     /// `Secure` when configured so, or when the client came over https (to us or to the load balancer).
     func cookiesAreSecure(for request: Request) -> Bool {
         secureCookies || request.cameOverHTTPS

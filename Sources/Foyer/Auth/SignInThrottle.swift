@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Hummingbird
 
 /// Slows password guessing: after 5 failed sign-ins for one login, or 20 from one client IP, within 15 minutes,
 /// every sign-in for that login (or from that IP) is refused until the window has passed, right password or not.
@@ -23,8 +24,9 @@ struct SignInThrottle: Sendable {
     /// Thrown instead of checking a password; `retryAfter` in whole seconds, for the `Retry-After` header.
     struct Throttled: Error {
         let retryAfter: Int
+        static let failedSignIns = "failed sign-ins"
         /// What there were too many of.
-        var reason = "failed sign-ins"
+        var reason = failedSignIns
         var message: String {
             "Too many \(reason). Try again in \(Self.describe(seconds: retryAfter))."
         }
@@ -51,13 +53,7 @@ struct SignInThrottle: Sendable {
     /// checked: fifty guesses sent at once then meet the limit like fifty in a row, not after all were hashed.
     /// Throws `Throttled` when the login or the client is over its limit.
     func begin(login: String?, clientIP: String?, now: Date = Date()) async throws -> Attempt {
-        let since = now.addingTimeInterval(-Self.window)
-        let keys = Self.keys(login: login, clientIP: clientIP)
-        let (reopensAt, rowIDs) = try await storage.countAttempt(keys: keys, since: since, now: now, window: Self.window)
-        if let reopensAt {
-            throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))))
-        }
-        return Attempt(rowIDs: rowIDs)
+        Attempt(rowIDs: try await count(Self.keys(login: login, clientIP: clientIP), now: now, reason: Throttled.failedSignIns))
     }
 
     /// A request that mails someone or makes something (a password reset, a sign-up): every one counts against the
@@ -65,11 +61,18 @@ struct SignInThrottle: Sendable {
     /// failures. Throws `Throttled` past `perClient` in the window.
     func countRequest(_ action: String, clientIP: String?, now: Date = Date()) async throws {
         guard let clientIP else { return }
-        let keys = [("\(action):" + clientIP, Self.perClient)]
-        let (reopensAt, _) = try await storage.countAttempt(keys: keys, since: now.addingTimeInterval(-Self.window), now: now, window: Self.window)
+        _ = try await count([("\(action):" + clientIP, Self.perClient)], now: now, reason: "requests from here")
+    }
+
+    /// Counts one more under each key, in one transaction with the check; the rows counted, or `Throttled` when a
+    /// key is over its limit.
+    private func count(_ keys: [(key: String, limit: Int)], now: Date, reason: String) async throws -> [Int64] {
+        let since = now.addingTimeInterval(-Self.window)
+        let (reopensAt, rowIDs) = try await storage.countAttempt(keys: keys, since: since, now: now, window: Self.window)
         if let reopensAt {
-            throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))), reason: "requests from here")
+            throw Throttled(retryAfter: max(1, Int(reopensAt.timeIntervalSince(now).rounded(.up))), reason: reason)
         }
+        return rowIDs
     }
 
     /// The attempt could not be judged (the realm did not answer): it does not count.
@@ -87,5 +90,14 @@ struct SignInThrottle: Sendable {
     func succeeded(_ attempt: Attempt, login: String?) async throws {
         let key = login.map { "login:" + User.normalize(email: $0) }
         try await storage.delete(rowIDs: attempt.rowIDs, alsoKey: key)
+    }
+}
+
+extension Response {
+    /// This answer (a `429`) says when to try again.
+    func retrying(after throttled: SignInThrottle.Throttled) -> Response {
+        var response = self
+        response.headers[.retryAfter] = String(throttled.retryAfter)
+        return response
     }
 }

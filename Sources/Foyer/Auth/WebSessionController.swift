@@ -61,10 +61,7 @@ struct WebSessionController {
             _ = try await signIn.revoke(session: session.id, userId: identity.userId)
             location = endSession ?? location
         }
-        var response = Response.seeOther(location).flashing(.signedOut)
-        response.setCookie(signIn.expiredCookie(request: request))
-        response.headers[.clearSiteData] = SignIn.clearedOnSignOut
-        return response
+        return signIn.signingOut(Response.seeOther(location).flashing(.signedOut), request: request)
     }
 
     private func endSessionURL(forSession sessionID: String, request: Request) async throws -> String? {
@@ -140,8 +137,7 @@ struct SignInForm: Sendable {
     func page(
         request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?, throttled: SignInThrottle.Throttled
     ) -> Response {
-        var response = page(request: request, context: context, email: email, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
-        response.headers[.retryAfter] = String(throttled.retryAfter)
-        return response
+        page(request: request, context: context, email: email, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
+            .retrying(after: throttled)
     }
 }
