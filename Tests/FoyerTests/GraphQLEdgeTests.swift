@@ -251,6 +251,147 @@ import Testing
     }
 }
 
+/// The kept-answer store's order, bounds and admission, through `QueryAnswers` with small bounds.
+@Suite struct KeptAnswerStoreTests {
+    typealias Upstream = QueryAnswersTests.Upstream
+
+    static func query(_ number: Int) -> ByteBuffer {
+        ByteBuffer(string: #"{"query":"{ getTask(id: \"\#(number)\") { id } }"}"#)
+    }
+
+    func store(entries: Int = 10, bytes: Int = 1 << 20, scope: GraphQLCacheSettings.Scope = .user) -> QueryAnswers {
+        QueryAnswers(settings: GraphQLCacheSettings(lifetime: 30, scope: scope), metrics: FoyerMetrics(), maximumEntries: entries, maximumBytes: bytes) { true }
+    }
+
+    /// Asks query `number` once; true when the upstream was asked for it.
+    func fetched(_ answers: QueryAnswers, _ upstream: Upstream, _ number: Int, as caller: UpstreamCredentials = QueryAnswersTests.ada) async throws -> Bool {
+        let before = upstream.count
+        _ = try await answers.answer(Self.query(number), readsTasks: true, credentials: caller) { await upstream.fetch() }
+        return upstream.count > before
+    }
+
+    @Test func theLeastRecentlyUsedAnswerMakesRoomNotTheOldest() async throws {
+        let (answers, upstream) = (store(entries: 3), Upstream())
+        for number in 1...3 { #expect(try await fetched(answers, upstream, number)) }
+        #expect(try await !fetched(answers, upstream, 1), "kept while there was room")
+        // 4 is asked for twice, more than 2 (least recently used now; 1 is older but was used since).
+        #expect(try await fetched(answers, upstream, 4))
+        #expect(try await fetched(answers, upstream, 4))
+        #expect(answers.keptCount == 3)
+        #expect(try await !fetched(answers, upstream, 1))
+        #expect(try await !fetched(answers, upstream, 3))
+        #expect(try await !fetched(answers, upstream, 4))
+        #expect(try await fetched(answers, upstream, 2), "the least recently used made room")
+    }
+
+    @Test func aFullStoreTakesANewAnswerOnlyWhenAskedForMoreOftenThanWhatItDisplaces() async throws {
+        let (answers, upstream) = (store(entries: 2), Upstream())
+        // With room, an answer is kept the first time.
+        #expect(try await fetched(answers, upstream, 1))
+        #expect(try await fetched(answers, upstream, 2))
+        #expect(answers.keptCount == 2)
+        // Full: asked once, as often as the least recently used (1), it is passed on and not kept.
+        #expect(try await fetched(answers, upstream, 3))
+        #expect(try await fetched(answers, upstream, 3), "asked once was not enough")
+        // Asked twice it was kept, displacing 1.
+        #expect(try await !fetched(answers, upstream, 3))
+        #expect(try await fetched(answers, upstream, 1))
+        #expect(answers.keptCount == 2)
+
+        // As often as the one it would displace is not enough either.
+        let (again, againUpstream) = (store(entries: 1), Upstream())
+        #expect(try await fetched(again, againUpstream, 1))
+        #expect(try await !fetched(again, againUpstream, 1))
+        #expect(try await fetched(again, againUpstream, 2))
+        #expect(try await fetched(again, againUpstream, 2), "twice, as often as 1: not kept")
+        #expect(try await fetched(again, againUpstream, 2), "three times, more often than 1: kept now")
+        #expect(try await !fetched(again, againUpstream, 2))
+        #expect(try await fetched(again, againUpstream, 1))
+    }
+
+    @Test func bytesAreCountedPerAnswerAndBoundTheStore() async throws {
+        let reply = #"{"data":{"getTask":{"id":"1"}}}"#
+        let cost = reply.utf8.count + QueryAnswers.entryOverhead
+        // Room for two answers by bytes (one byte short of three), many by count.
+        let (answers, upstream) = (store(entries: 100, bytes: 3 * cost - 1), Upstream(reply: reply))
+        #expect(try await fetched(answers, upstream, 1))
+        #expect(answers.keptBytes == cost)
+        #expect(try await fetched(answers, upstream, 2))
+        #expect(answers.keptBytes == 2 * cost)
+        #expect(try await fetched(answers, upstream, 3))
+        #expect(answers.keptCount == 2, "a third would pass the bytes")
+        #expect(try await fetched(answers, upstream, 3))
+        #expect(answers.keptCount == 2)
+        #expect(answers.keptBytes == 2 * cost)
+        #expect(try await fetched(answers, upstream, 1), "the least recently used made room by bytes")
+
+        answers.tasksMayHaveChanged()
+        #expect(answers.keptCount == 0)
+        #expect(answers.keptBytes == 0)
+    }
+
+    @Test func twoCallersAndTheSharedScopeAreKeptApart() async throws {
+        let (perUser, perUserUpstream) = (store(), Upstream(reply: #"{"data":{"call":CALL}}"#))
+        func reply(_ answers: QueryAnswers, _ upstream: Upstream, as caller: UpstreamCredentials) async throws -> String {
+            String(buffer: try await answers.answer(Self.query(1), readsTasks: true, credentials: caller) { await upstream.fetch() }.body)
+        }
+        #expect(try await reply(perUser, perUserUpstream, as: QueryAnswersTests.ada) == #"{"data":{"call":1}}"#)
+        #expect(try await reply(perUser, perUserUpstream, as: QueryAnswersTests.bob) == #"{"data":{"call":2}}"#)
+        #expect(try await reply(perUser, perUserUpstream, as: QueryAnswersTests.ada) == #"{"data":{"call":1}}"#)
+        #expect(try await reply(perUser, perUserUpstream, as: QueryAnswersTests.bob) == #"{"data":{"call":2}}"#)
+        #expect(perUser.keptCount == 2)
+        // No user, no answer kept for them (and none served).
+        let nobody = UpstreamCredentials(bearerToken: "shared-token", userID: nil)
+        #expect(try await reply(perUser, perUserUpstream, as: nobody) == #"{"data":{"call":3}}"#)
+        #expect(try await reply(perUser, perUserUpstream, as: nobody) == #"{"data":{"call":4}}"#)
+        #expect(perUser.keptCount == 2)
+
+        let (shared, sharedUpstream) = (store(scope: .shared), Upstream(reply: #"{"data":{"call":CALL}}"#))
+        #expect(try await reply(shared, sharedUpstream, as: QueryAnswersTests.ada) == #"{"data":{"call":1}}"#)
+        #expect(try await reply(shared, sharedUpstream, as: QueryAnswersTests.bob) == #"{"data":{"call":1}}"#)
+        #expect(try await reply(shared, sharedUpstream, as: nobody) == #"{"data":{"call":1}}"#)
+        #expect(shared.keptCount == 1)
+    }
+
+    @Test func theRecencyListKeepsItsOrderThroughUseRemovalAndReuse() {
+        var list = RecencyList<String, Int>()
+        for (number, key) in ["a", "b", "c", "d"].enumerated() { list.insert(number, for: key) }
+        #expect(list.keysByRecency == ["a", "b", "c", "d"])
+        #expect(list.use("b") == 1)
+        #expect(list.peek("a") == 0)
+        #expect(list.keysByRecency == ["a", "c", "d", "b"])
+        #expect(list.remove("c") == 2)
+        #expect(list.insert(9, for: "e") == nil, "a freed slot is used again")
+        #expect(list.insert(7, for: "a") == 0)
+        #expect(list.keysByRecency == ["d", "b", "e", "a"])
+        #expect(list.removeLeastRecentlyUsed()?.key == "d")
+        #expect(list.removeAll { $0 > 5 } == [9, 7])
+        #expect(list.keysByRecency == ["b"])
+        #expect(list.leastRecentlyUsed?.value == 1)
+        #expect(list.removeLeastRecentlyUsed()?.key == "b")
+        #expect(list.isEmpty && list.leastRecentlyUsed == nil && list.keysByRecency.isEmpty)
+    }
+
+    @Test func theSketchNeverCountsBelowTheTruthAndForgetsByHalves() {
+        // Room for 100 keys: the 100 increments below halve nothing.
+        var sketch = FrequencySketch(expectedKeys: 100)
+        let keys = (0..<50).map { _ in UInt64.random(in: .min ... .max) }
+        for (times, key) in keys.enumerated() {
+            for _ in 0..<(times % 5) { sketch.increment(key) }
+        }
+        for (times, key) in keys.enumerated() { #expect(sketch.estimate(key) >= UInt8(times % 5)) }
+        // 100 increments (ten times the keys expected) halve every counter; this key had 12 before the last one.
+        var fading = FrequencySketch(expectedKeys: 10)
+        let key = keys[0]
+        for _ in 0..<12 { fading.increment(key) }
+        #expect(fading.estimate(key) == 12)
+        for number in 0..<87 { fading.increment(UInt64(number) &* 0x9E37_79B9_7F4A_7C15) }
+        #expect(fading.estimate(key) >= 12)
+        fading.increment(UInt64(99) &* 0x9E37_79B9_7F4A_7C15)
+        #expect(fading.estimate(key) == 6)
+    }
+}
+
 /// `/graphql` with the limit and the cache, against the embedded task service.
 @Suite struct GraphQLEdgeRouteTests {
     func post(_ client: some TestClientProtocol, token: String, _ body: String) async throws -> TestResponse {

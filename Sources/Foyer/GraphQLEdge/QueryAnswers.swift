@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -31,22 +32,37 @@ public struct GraphQLCacheSettings: Sendable, Equatable {
 /// change (or a gap, or stops), and is neither served nor kept while the feed is down; a mutation through Foyer
 /// drops every kept answer before its own answer is returned. Identical means the same request bytes (document,
 /// operation name, variables, extensions, as the client encoded them) with the same upstream credentials.
+///
+/// What a query costs here does not depend on how many answers are kept or how long the query is: the request is
+/// known by a digest of its bytes, answers are kept in least-recently-used order, and when the store is full a new
+/// answer displaces the least recently used one only if it has been asked for more often (`FrequencySketch`), so
+/// a stream of queries never asked twice leaves the kept ones alone instead of churning through them.
 final class QueryAnswers: Sendable {
-    static let maximumEntries = 10_000
-    static let maximumBytes = 64 << 20
+    static let standardMaximumEntries = 10_000
+    static let standardMaximumBytes = 64 << 20
     /// Larger answers are passed on but not kept: they would crowd out the common ones.
     static let maximumAnswerBytes = 1 << 20
+    /// What an entry costs beyond its answer's bytes: its key, its slot and their bookkeeping.
+    static let entryOverhead = 96
 
     let settings: GraphQLCacheSettings
+    let maximumEntries: Int
+    let maximumBytes: Int
     private let metrics: FoyerMetrics
     /// False while the feed that reports task changes is down: nothing it would have dropped may be served.
     private let followsTaskChanges: @Sendable () -> Bool
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
-    init(settings: GraphQLCacheSettings, metrics: FoyerMetrics, followsTaskChanges: @escaping @Sendable () -> Bool) {
+    init(
+        settings: GraphQLCacheSettings, metrics: FoyerMetrics, maximumEntries: Int = standardMaximumEntries,
+        maximumBytes: Int = standardMaximumBytes, followsTaskChanges: @escaping @Sendable () -> Bool
+    ) {
         self.settings = settings
         self.metrics = metrics
+        self.maximumEntries = maximumEntries
+        self.maximumBytes = maximumBytes
         self.followsTaskChanges = followsTaskChanges
+        state = NIOLockedValueBox(State(sketch: FrequencySketch(expectedKeys: maximumEntries)))
     }
 
     /// Counters of what may have made answers stale: an answer fetched under older ones is not kept, and a query
@@ -72,12 +88,17 @@ final class QueryAnswers: Sendable {
     private struct KeptKey: Hashable {
         /// Nil in the shared scope.
         let caller: Int64?
-        let request: ByteBuffer
+        let request: RequestDigest
+
+        /// The key as the frequency sketch counts it: the request's digest, told apart by caller.
+        var counted: UInt64 {
+            caller.map { request.low ^ (UInt64(bitPattern: $0) &* 0x9E37_79B9_7F4A_7C15) } ?? request.low
+        }
     }
 
     private struct FlightKey: Hashable {
         let bearerToken: String?
-        let request: ByteBuffer
+        let request: RequestDigest
     }
 
     private struct Flight {
@@ -89,8 +110,9 @@ final class QueryAnswers: Sendable {
 
     private struct State {
         var generation = Generation()
-        var kept: [KeptKey: Kept] = [:]
+        var kept = RecencyList<KeptKey, Kept>()
         var bytes = 0
+        var sketch: FrequencySketch
         var flights: [FlightKey: Flight] = [:]
         var nextFlight: UInt64 = 0
     }
@@ -102,8 +124,10 @@ final class QueryAnswers: Sendable {
     func answer(
         _ request: ByteBuffer, readsTasks: Bool, credentials: UpstreamCredentials, fetch: () async throws -> GraphQLReply
     ) async throws -> GraphQLReply {
-        let keptKey = settings.lifetime == nil ? nil : keptKey(request, credentials)
-        let flightKey = FlightKey(bearerToken: credentials.bearerToken, request: request)
+        let digest = RequestDigest(request)
+        let keptKey = settings.lifetime == nil ? nil : keptKey(digest, credentials)
+        let flightKey = FlightKey(bearerToken: credentials.bearerToken, request: digest)
+        var counted = false
         while true {
             let feedLive = !readsTasks || followsTaskChanges()
             let now = NIODeadline.now().uptimeNanoseconds
@@ -113,10 +137,13 @@ final class QueryAnswers: Sendable {
                 case lead(UInt64, Generation)
             }
             let next: Next = state.withLockedValue { state in
-                if let keptKey, feedLive, let kept = state.kept[keptKey] {
-                    if kept.expires > now { return .answered(kept.reply) }
-                    state.kept[keptKey] = nil
-                    state.bytes -= kept.cost
+                if let keptKey {
+                    if !counted { state.sketch.increment(keptKey.counted) }
+                    if feedLive, let kept = state.kept.use(keptKey) {
+                        if kept.expires > now { return .answered(kept.reply) }
+                        state.kept.remove(keptKey)
+                        state.bytes -= kept.cost
+                    }
                 }
                 if let flight = state.flights[flightKey], flight.generation.matches(state.generation, readsTasks: readsTasks) {
                     return .join(flight.id)
@@ -125,6 +152,7 @@ final class QueryAnswers: Sendable {
                 state.flights[flightKey] = Flight(id: state.nextFlight, generation: state.generation, readsTasks: readsTasks)
                 return .lead(state.nextFlight, state.generation)
             }
+            counted = true
             switch next {
             case .answered(let reply):
                 metrics.graphQLCache(.hit)
@@ -171,17 +199,23 @@ final class QueryAnswers: Sendable {
         }
     }
 
-    /// The kept answer to exactly these request bytes, if one may be served now; nil otherwise (nothing is fetched).
-    /// Only a query's answer is ever kept, so bytes that have one are a query that was admitted before.
+    /// The kept answer to exactly these request bytes, if one may be served now; nil otherwise (nothing is fetched,
+    /// and a request that finds nothing is counted when it is asked for with `answer`). Only a query's answer is
+    /// ever kept, so bytes that have one are a query that was admitted before.
     func kept(_ request: ByteBuffer, credentials: UpstreamCredentials) -> GraphQLReply? {
-        guard settings.lifetime != nil, let key = keptKey(request, credentials) else { return nil }
+        guard settings.lifetime != nil, let key = keptKey(RequestDigest(request), credentials) else { return nil }
         let now = NIODeadline.now().uptimeNanoseconds
-        guard let kept = state.withLockedValue({ $0.kept[key] }), kept.expires > now, !kept.readsTasks || followsTaskChanges() else { return nil }
+        let kept: Kept? = state.withLockedValue { state in
+            guard let kept = state.kept.use(key), kept.expires > now else { return nil }
+            state.sketch.increment(key.counted)
+            return kept
+        }
+        guard let kept, !kept.readsTasks || followsTaskChanges() else { return nil }
         metrics.graphQLCache(.hit)
         return kept.reply
     }
 
-    private func keptKey(_ request: ByteBuffer, _ credentials: UpstreamCredentials) -> KeptKey? {
+    private func keptKey(_ request: RequestDigest, _ credentials: UpstreamCredentials) -> KeptKey? {
         switch settings.scope {
         case .shared: return KeptKey(caller: nil, request: request)
         case .user: return credentials.userID.map { KeptKey(caller: $0, request: request) }
@@ -189,30 +223,30 @@ final class QueryAnswers: Sendable {
     }
 
     private func keep(_ reply: GraphQLReply, for key: KeptKey, readsTasks: Bool, generation: Generation, expires: UInt64) {
-        let cost = reply.body.readableBytes + key.request.readableBytes + 64
+        let cost = reply.body.readableBytes + Self.entryOverhead
         guard cost <= Self.maximumAnswerBytes, !readsTasks || followsTaskChanges() else { return }
-        state.withLockedValue { state in
-            // Something that may have changed it happened while it was being fetched.
-            guard generation.matches(state.generation, readsTasks: readsTasks) else { return }
-            if let previous = state.kept.removeValue(forKey: key) { state.bytes -= previous.cost }
-            if state.kept.count >= Self.maximumEntries || state.bytes + cost > Self.maximumBytes {
-                Self.makeRoom(&state, for: cost)
-            }
-            state.kept[key] = Kept(reply: reply, readsTasks: readsTasks, expires: expires, cost: cost)
-            state.bytes += cost
-        }
-    }
-
-    /// Expired answers go first; if that is not enough, any, until a quarter of the room is free.
-    private static func makeRoom(_ state: inout State, for cost: Int) {
         let now = NIODeadline.now().uptimeNanoseconds
-        state.kept = state.kept.filter { $0.value.expires > now }
-        state.bytes = state.kept.values.reduce(0) { $0 + $1.cost }
-        let (entryGoal, byteGoal) = (maximumEntries * 3 / 4, maximumBytes * 3 / 4 - cost)
-        while state.kept.count > entryGoal || state.bytes > byteGoal, let victim = state.kept.first {
-            state.kept.remove(at: state.kept.startIndex)
-            state.bytes -= victim.value.cost
+        let (admitted, evicted) = state.withLockedValue { state -> (Bool, Int) in
+            // Something that may have changed it happened while it was being fetched.
+            guard generation.matches(state.generation, readsTasks: readsTasks) else { return (false, 0) }
+            if let previous = state.kept.remove(key) { state.bytes -= previous.cost }
+            var evicted = 0
+            if state.kept.count >= maximumEntries || state.bytes + cost > maximumBytes, let victim = state.kept.leastRecentlyUsed,
+                victim.value.expires > now, state.sketch.estimate(key.counted) <= state.sketch.estimate(victim.key.counted)
+            {
+                // Full, and what would make room for it has been asked for as often at least.
+                return (false, 0)
+            }
+            while state.kept.count >= maximumEntries || state.bytes + cost > maximumBytes, let victim = state.kept.removeLeastRecentlyUsed() {
+                state.bytes -= victim.value.cost
+                evicted += 1
+            }
+            state.kept.insert(Kept(reply: reply, readsTasks: readsTasks, expires: expires, cost: cost), for: key)
+            state.bytes += cost
+            return (true, evicted)
         }
+        if !admitted { metrics.graphQLCache(.notAdmitted) }
+        if evicted > 0 { metrics.graphQLCache(.evicted, by: evicted) }
     }
 
     /// An answer is kept only when the query ran and every part of it was answered: `200` and no `errors`.
@@ -236,17 +270,15 @@ final class QueryAnswers: Sendable {
         let dropped = state.withLockedValue { state -> Int in
             advance(&state.generation)
             // One pass to find them: every mutation and task change comes here, with up to 10,000 answers kept.
-            let stale = state.kept.filter { isStale($0.value) }
-            for (key, kept) in stale {
-                state.kept[key] = nil
-                state.bytes -= kept.cost
-            }
+            let stale = state.kept.removeAll(where: isStale)
+            state.bytes -= stale.reduce(0) { $0 + $1.cost }
             return stale.count
         }
         if dropped > 0 { metrics.graphQLCache(.invalidated, by: dropped) }
     }
 
     var keptCount: Int { state.withLockedValue { $0.kept.count } }
+    var keptBytes: Int { state.withLockedValue { $0.bytes } }
     /// Queries waiting for an identical call in flight.
     var joinedCount: Int { state.withLockedValue { $0.flights.values.reduce(0) { $0 + $1.waiting.count } } }
 }
@@ -260,5 +292,18 @@ extension Collection where Element == UInt8 {
             index = self.index(after: found)
         }
         return false
+    }
+}
+
+/// A request's bytes known by 128 bits of their SHA-256: a key of fixed size, hashed and compared at once however
+/// long the request. (A collision would serve one query another's answer; SHA-256's 128 bits make that as likely as
+/// guessing a random 128-bit secret, whatever bytes a client sends.)
+struct RequestDigest: Hashable, Sendable {
+    let high: UInt64
+    let low: UInt64
+
+    init(_ bytes: ByteBuffer) {
+        let digest = bytes.withUnsafeReadableBytes { SHA256.hash(data: $0) }
+        (high, low) = digest.withUnsafeBytes { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
     }
 }

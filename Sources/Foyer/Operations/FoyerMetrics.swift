@@ -30,7 +30,9 @@ public final class FoyerMetrics: Sendable {
     }
 
     enum GraphQLCacheOutcome: String, CaseIterable {
-        case hit, miss, invalidated
+        case hit, miss, invalidated, evicted
+        /// Not kept: the store was full of answers asked for as often at least.
+        case notAdmitted = "not_admitted"
     }
 
     /// `written`: to the mail folder, with no SMTP server configured.
