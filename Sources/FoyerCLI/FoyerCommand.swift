@@ -15,6 +15,9 @@ enum Main {
         // core) instead of hopping to Swift's own thread pool and back: on the /graphql proxy path every hop
         // was a thread wake-up. Must come first, before any task is started.
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        // With TZ unset, glibc stats /etc/localtime on every local time it makes: a syscall for each log line's
+        // timestamp, every request. Named, it is read once (a change of zone then needs a restart, as for nginx).
+        if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         await FoyerCommand.main()
     }
 }

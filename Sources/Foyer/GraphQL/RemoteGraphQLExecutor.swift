@@ -81,10 +81,18 @@ struct RemoteGraphQLExecutor: GraphQLExecutor {
         // Redirects are not followed: a 302 from the upstream means "log in again", not "look over there".
         if (300..<400).contains(answer.head.status.code) { throw GraphQLUpstreamError.sessionExpired }
         if answer.head.status == .forbidden || answer.head.status == .unauthorized { throw GraphQLUpstreamError.sessionExpired }
-        let contentType = answer.head.headers.first(name: "Content-Type")?.lowercased() ?? ""
-        guard contentType.contains("json") else {
+        let contentType = answer.head.headers.first(name: "Content-Type") ?? ""
+        guard Self.namesJSON(contentType) else {
             throw GraphQLUpstreamError.invalidReply("status \(answer.head.status.code), content type \(contentType.isEmpty ? "none" : contentType)")
         }
         return GraphQLReply(status: HTTPResponse.Status(code: Int(answer.head.status.code)), body: answer.body)
+    }
+
+    /// Whether a content type says JSON (`application/json`, `application/graphql-response+json`…), in any case.
+    /// Bytes compared, not Foundation's `contains`, which was 1 % of a proxied request.
+    static func namesJSON(_ contentType: String) -> Bool {
+        let bytes = Array(contentType.utf8), json = Array("json".utf8)
+        guard bytes.count >= json.count else { return false }
+        return (0...(bytes.count - json.count)).contains { start in json.indices.allSatisfy { bytes[start + $0] | 0x20 == json[$0] } }
     }
 }

@@ -251,7 +251,19 @@ final class QueryAnswers: Sendable {
 
     /// An answer is kept only when the query ran and every part of it was answered: `200` and no `errors`.
     static func isKeepable(_ reply: GraphQLReply) -> Bool {
-        reply.status == .ok && !reply.body.readableBytesView.contains(subsequence: errorsKey)
+        guard reply.status == .ok else { return false }
+        // memchr and memcmp: the generic search was nearly 1 % of a proxied request.
+        return reply.body.withUnsafeReadableBytes { body in
+            errorsKey.withUnsafeBytes { key in
+                guard let start = body.baseAddress, let keyStart = key.baseAddress else { return true }
+                var offset = 0
+                while body.count - offset >= key.count, let quote = memchr(start + offset, Int32(key[0]), body.count - offset - key.count + 1) {
+                    if memcmp(quote, keyStart, key.count) == 0 { return false }
+                    offset = start.distance(to: UnsafeRawPointer(quote)) + 1
+                }
+                return true
+            }
+        }
     }
 
     private static let errorsKey = Array(#""errors""#.utf8)
@@ -281,18 +293,6 @@ final class QueryAnswers: Sendable {
     var keptBytes: Int { state.withLockedValue { $0.bytes } }
     /// Queries waiting for an identical call in flight.
     var joinedCount: Int { state.withLockedValue { $0.flights.values.reduce(0) { $0 + $1.waiting.count } } }
-}
-
-extension Collection where Element == UInt8 {
-    fileprivate func contains(subsequence: [UInt8]) -> Bool {
-        guard let first = subsequence.first, count >= subsequence.count else { return false }
-        var index = startIndex
-        while let found = self[index...].firstIndex(of: first) {
-            if self[found...].starts(with: subsequence) { return true }
-            index = self.index(after: found)
-        }
-        return false
-    }
 }
 
 /// A request's bytes known by 128 bits of their SHA-256: a key of fixed size, hashed and compared at once however
