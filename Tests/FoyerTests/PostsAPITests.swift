@@ -38,6 +38,36 @@ import Testing
         }
     }
 
+    /// A post is kept encoded until posts change: what it shows is never older than the last edit, rename or delete.
+    @Test(arguments: TestStoreKind.allCases) func aPostReadAgainShowsEveryChangeToItOrItsAuthor(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let bearer: HTTPFields = [.authorization: "Bearer \(token)", .contentType: "application/json"]
+            let id = try await createPost(client, token: token, title: "Before")
+            func read() async throws -> (title: String?, author: String?, status: HTTPResponse.Status) {
+                try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { response in
+                    let post = (try? JSONSerialization.jsonObject(with: Data(response.text.utf8))) as? [String: Any]
+                    return (post?["title"] as? String, (post?["author"] as? [String: Any])?["name"] as? String, response.status)
+                }
+            }
+            #expect(try await read().title == "Before")
+            #expect(try await read().title == "Before")
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .patch, headers: bearer, body: ByteBuffer(string: #"{"title": "After"}"#)) {
+                #expect($0.status == .ok)
+            }
+            #expect(try await read().title == "After")
+            try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer, body: ByteBuffer(string: #"{"name": "Ada Lovelace"}"#)) {
+                #expect($0.status == .ok)
+            }
+            #expect(try await read().author == "Ada Lovelace")
+            let (_, posts) = try await list(client, "/api/v1/posts")
+            #expect((posts.first?["author"] as? [String: Any])?["name"] as? String == "Ada Lovelace")
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .delete, headers: bearer) { #expect($0.status == .noContent) }
+            #expect(try await read().status == .notFound)
+        }
+    }
+
     @Test(arguments: TestStoreKind.allCases) func pagingWithLinkHeader(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in

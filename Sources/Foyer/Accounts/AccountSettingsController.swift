@@ -110,6 +110,8 @@ struct AccountSettingsController {
         try await accounts.storage.update(userId: id, name: name, passwordHash: hash, writes: writes, now: Date())
         if !writes.mails.isEmpty { accounts.outbox.nudge() }
         accounts.accountChanged(userId: id)
+        // Kept lists and posts name their authors.
+        if applied.nameChanged { posts.generation.bump() }
         if applied.passwordChanged { try await accounts.endSessions(of: id, except: identity.session?.id) }
         return applied
     }

@@ -7,6 +7,14 @@ struct PostsAPIController {
     let posts: PostRepository
     /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key.
     let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
+    /// Encoded posts the same way: a native screen opens the same posts again and again, and a database read and
+    /// Foundation's JSONEncoder were a point read's largest costs beyond any other route's (perf, scripts/bench).
+    let encodedPosts = GenerationCache<PostKey, ByteBuffer>(capacity: 4096)
+
+    struct PostKey: Hashable, Sendable {
+        let id: String
+        let base: String
+    }
 
     struct PageKey: Hashable, Sendable {
         let paging: Paging
@@ -76,7 +84,12 @@ struct PostsAPIController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        .json(PostJSON(try await posts.find(in: context), baseURL: request.baseURL))
+        let key = PostKey(id: try context.parameters.require("id"), base: request.baseURL)
+        // Read before the post is: a write meanwhile leaves the entry stale at once. Unknown ids are not kept (404).
+        let encoded = try await encodedPosts.value(for: key, generation: posts.generation.current) {
+            Response.encodeJSON(PostJSON(try await posts.find(in: context), baseURL: key.base))
+        }
+        return .json(encoded: encoded)
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {

@@ -31,6 +31,8 @@ struct PostsFeature {
         guard let cluster else { return }
         cluster.on(Self.changed) { changed in await Self.follow(changed, posts: posts, changes: changes) }
         cluster.onBreak { posts.generation.bump() }
+        // An author renamed on another instance: kept lists and posts name them.
+        cluster.on(SessionsFeature.accountChanged) { _ in posts.generation.bump() }
         cluster.onGap {
             posts.generation.bump()
             changes.missed()
