@@ -461,3 +461,83 @@ import Testing
         }
     }
 }
+
+/// The one-pass reading of a POST body agrees with JSONDecoder wherever it answers, and leaves the rest to it.
+@Suite struct EnvelopeScanTests {
+    static let decoder = JSONDecoder()
+
+    func decoded(_ body: [UInt8]) -> GraphQLController.Envelope? {
+        try? Self.decoder.decode(GraphQLController.Envelope.self, from: Data(body))
+    }
+
+    func scanned(_ body: [UInt8]) -> GraphQLController.Envelope? {
+        EnvelopeScan.envelope(of: ByteBuffer(bytes: body))
+    }
+
+    static let common = [
+        #"{"query":"{ allTasks { id } }"}"#,
+        #"{"query":"query($after: String) { allTasks(after: $after) { id } }","variables":{"after":"1-2"}}"#,
+        #" { "operationName" : "Q" , "query" : "query Q { a }", "variables" : null } "#,
+        #"{"query":"line\nbreak \"quoted\" \\ \/ \u00e9 \ud83d\ude00 \t é","operationName":null,"variables":{"a":[1,-2.5e+3,true,false,null,{"b":"c"}],"d":{}}}"#,
+        #"{"query":"{ a }","other":[0, 0.5, -0, 1E9, -12.0e-7],"extensions":null}"#,
+        #"{}"#,
+    ]
+
+    @Test func commonBodiesAreReadInOnePassAsJSONDecoderReadsThem() throws {
+        for body in Self.common.map({ Array($0.utf8) }) {
+            let text = String(decoding: body, as: UTF8.self)
+            let fast = try #require(scanned(body), "\(text)")
+            let slow = try #require(decoded(body), "\(text)")
+            #expect(fast.query == slow.query, "\(text)")
+            #expect(fast.operationName == slow.operationName, "\(text)")
+        }
+        #expect(scanned(Array(Self.common[3].utf8))?.query == "line\nbreak \"quoted\" \\ / é 😀 \t é")
+    }
+
+    @Test func whatItDoesNotSettleIsLeftToJSONDecoder() {
+        let refusedByBoth = [
+            #"{"query":"a""#, #"{"query":"\x"}"#, #"{"query":"a","variables":[]}"#, #"{"query":5}"#,
+            #"{"query":"a"} x"#, "{\"query\":\"tab\there\"}", #"{"a":tru}"#, "",
+        ]
+        for body in refusedByBoth {
+            #expect(scanned(Array(body.utf8)) == nil, "\(body)")
+            #expect(decoded(Array(body.utf8)) == nil, "\(body)")
+        }
+        // JSONDecoder's to read: persisted queries, a key twice, a lone surrogate, a batch; and what it lets pass
+        // though RFC 8259 does not (a trailing comma, numbers it never reads).
+        let leftToIt = [
+            #"{"query":"a","extensions":{"persistedQuery":{"version":1,"sha256Hash":"00"}}}"#, #"{"query":"a","query":"b"}"#,
+            #"{"query":"\ud800"}"#, #"[{"query":"a"}]"#, #"{"query":"a",}"#, #"{"a":01}"#, #"{"a":-}"#, #"{"a":1.}"#,
+        ]
+        for body in leftToIt { #expect(scanned(Array(body.utf8)) == nil, "\(body)") }
+    }
+
+    /// Bodies bent at random, byte by byte: whatever the scan accepts, JSONDecoder accepts too and reads alike.
+    @Test func neverAcceptsWhatJSONDecoderRefusesNorReadsItOtherwise() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        let alphabet = Array(#"{}[]":,\ 0123456789.-+eEtrufalsnqyx/é"#.utf8) + [0x09, 0x0A, 0x00, 0xFF]
+        var accepted = 0
+        for round in 0..<4000 {
+            var body = Array(Self.common[round % Self.common.count].utf8)
+            for _ in 0...next(3) {
+                let at = next(body.count + 1)
+                switch next(3) {
+                case 0 where at < body.count: body[at] = alphabet[next(alphabet.count)]
+                case 1 where at < body.count: body.remove(at: at)
+                default: body.insert(alphabet[next(alphabet.count)], at: at)
+                }
+            }
+            guard let fast = scanned(body) else { continue }
+            accepted += 1
+            let slow = decoded(body)
+            #expect(slow != nil, "\(String(decoding: body, as: UTF8.self))")
+            #expect(slow?.query == fast.query && slow?.operationName == fast.operationName, "\(String(decoding: body, as: UTF8.self))")
+        }
+        // Some bent bodies are still JSON: the property was tested, not skipped.
+        #expect(accepted > 100)
+    }
+}

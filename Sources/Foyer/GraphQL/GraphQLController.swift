@@ -63,10 +63,14 @@ struct GraphQLController {
         }
         // Only what admission needs is read; a plain request goes on as the client wrote it.
         let envelope: Envelope
-        do {
-            envelope = try Self.decoder.decode(Envelope.self, from: body)
-        } catch {
-            return GraphQLAdmission.noQuery.response
+        if let scanned = EnvelopeScan.envelope(of: body) {
+            envelope = scanned
+        } else {
+            do {
+                envelope = try Self.decoder.decode(Envelope.self, from: body)
+            } catch {
+                return GraphQLAdmission.noQuery.response
+            }
         }
         do {
             let admitted = try await admission.admit(
@@ -280,6 +284,10 @@ struct GraphQLController {
             var intValue: Int? { nil }
             init(stringValue: String) { self.stringValue = stringValue }
             init?(intValue: Int) { nil }
+        }
+
+        init(query: String?, operationName: String?, persistedQuery: GraphQLAdmission.PersistedQuery?) {
+            (self.query, self.operationName, self.persistedQuery) = (query, operationName, persistedQuery)
         }
 
         init(from decoder: any Decoder) throws {
