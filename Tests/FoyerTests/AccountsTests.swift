@@ -99,8 +99,11 @@ import Testing
             let deadline = Date().addingTimeInterval(10)
             var files: [String] = []
             while Date() < deadline {
-                files = (try? FileManager.default.contentsOfDirectory(atPath: mailFolder)) ?? []
-                if !files.isEmpty, try await harness.store.mailOutboxStorage.count() == 0 { break }
+                // Listed once the outbox is empty: before, the folder may hold the atomic write's temporary file.
+                if try await harness.store.mailOutboxStorage.count() == 0 {
+                    files = (try? FileManager.default.contentsOfDirectory(atPath: mailFolder)) ?? []
+                    if !files.isEmpty { break }
+                }
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(files.count == 1 && files[0].hasSuffix(".eml"))
@@ -152,8 +155,9 @@ import Testing
                 try Row.fetchAll(db, sql: "SELECT recipient, text_body FROM mail_outbox").map { ($0["recipient"] as String, $0["text_body"] as String) }
             }
             let folder = harness.config.mail.folder!
-            let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-            let texts = mails.map { "\($0.0)\n\($0.1)" } + (try files.map { try String(contentsOfFile: folder + "/" + $0, encoding: .utf8) })
+            // Only finished mails: a write under way is a temporary file that is renamed (or gone) a moment later.
+            let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".eml") }
+            let texts = mails.map { "\($0.0)\n\($0.1)" } + files.compactMap { try? String(contentsOfFile: folder + "/" + $0, encoding: .utf8) }
             #expect(texts.contains { $0.contains("ada@example.com") && $0.contains("is changing") }, "the old address is told")
             let confirmation = try #require(texts.first { $0.contains("ada@lovelace.example") && $0.contains("/email_confirmations/") })
             let secret = try #require(confirmation.replacingOccurrences(of: "=\r\n", with: "").split(whereSeparator: \.isWhitespace)

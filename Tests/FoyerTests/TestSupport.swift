@@ -82,9 +82,18 @@ extension Store {
             let schema = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
             var logger = Logger(label: "test-postgres")
             logger.logLevel = .warning
-            let admin = try await PostgresStore.open(location, logger: logger)
-            try await admin.query("CREATE SCHEMA \(unescaped: schema)")
-            admin.close()
+            // One plain connection makes the schema: a store would migrate the default schema first, under the
+            // migrations' lock, for every test at once (the suite's PostgreSQL tests then missed the store's 5 s
+            // deadline waiting for it on a loaded machine).
+            let connection = try await PostgresConnection.connect(
+                configuration: .init(
+                    host: location.host, port: location.port, username: location.username, password: location.password,
+                    database: location.database, tls: .disable
+                ),
+                id: 0, logger: logger
+            )
+            try await connection.query("CREATE SCHEMA \(unescaped: schema)", logger: logger)
+            try await connection.close()
             return .postgres(try await PostgresStore.open(location, schema: schema, logger: logger))
         }
     }

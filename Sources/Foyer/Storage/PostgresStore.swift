@@ -81,9 +81,11 @@ public final class PostgresStore: Sendable {
 
     /// `body` in one transaction on one connection: committed when it returns, rolled back when it throws
     /// (its error is rethrown as it was, unless it means the database is away: then `Unreachable`).
-    func transaction<Value: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+    func transaction<Value: Sendable>(
+        deadline: Duration = PostgresStore.deadline, _ body: @escaping @Sendable (PostgresConnection) async throws -> Value
+    ) async throws -> Value {
         let (client, logger) = (client, logger)
-        return try await guarded {
+        return try await guarded(deadline: deadline) {
             try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 let value: Value
@@ -119,10 +121,12 @@ public final class PostgresStore: Sendable {
     /// Runs `operation` within the deadline, and turns every way of failing to reach the database (pool errors,
     /// a closed connection, a server shutting down, the deadline) into `Unreachable`. Errors of statements and of
     /// the caller's own code pass unchanged.
-    private func guarded<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+    private func guarded<Value: Sendable>(
+        deadline: Duration = PostgresStore.deadline, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
         if let known = down.withLockedValue({ $0 }) { throw known }
         do {
-            return try await withinDeadline(operation)
+            return try await withinDeadline(deadline: deadline, operation)
         } catch let error as Unreachable {
             noticeUnreachable(error)
             throw error
@@ -154,18 +158,20 @@ public final class PostgresStore: Sendable {
         }
     }
 
-    private func withinDeadline<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+    private func withinDeadline<Value: Sendable>(
+        deadline: Duration = PostgresStore.deadline, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
         let location = location
         do {
             return try await withThrowingTaskGroup(of: Value?.self) { group in
                 group.addTask { try await operation() }
                 group.addTask {
-                    try await Task.sleep(for: Self.deadline)
+                    try await Task.sleep(for: deadline)
                     return nil
                 }
                 defer { group.cancelAll() }
                 guard case .some(.some(let value)) = try await group.next() else {
-                    throw Unreachable(description: "PostgreSQL at \(location.redacted) did not answer within \(Self.deadline)")
+                    throw Unreachable(description: "PostgreSQL at \(location.redacted) did not answer within \(deadline)")
                 }
                 return value
             }
