@@ -358,7 +358,6 @@ import Testing
         for (number, key) in ["a", "b", "c", "d"].enumerated() { list.insert(number, for: key) }
         #expect(list.keysByRecency == ["a", "b", "c", "d"])
         #expect(list.use("b") == 1)
-        #expect(list.peek("a") == 0)
         #expect(list.keysByRecency == ["a", "c", "d", "b"])
         #expect(list.remove("c") == 2)
         #expect(list.insert(9, for: "e") == nil, "a freed slot is used again")

@@ -85,13 +85,7 @@ extension Store {
             // One plain connection makes the schema: a store would migrate the default schema first, under the
             // migrations' lock, for every test at once (the suite's PostgreSQL tests then missed the store's 5 s
             // deadline waiting for it on a loaded machine).
-            let connection = try await PostgresConnection.connect(
-                configuration: .init(
-                    host: location.host, port: location.port, username: location.username, password: location.password,
-                    database: location.database, tls: .disable
-                ),
-                id: 0, logger: logger
-            )
+            let connection = try await PostgresStore.connection(to: location, timeout: .seconds(10), logger: logger)
             try await connection.query("CREATE SCHEMA \(unescaped: schema)", logger: logger)
             try await connection.close()
             return .postgres(try await PostgresStore.open(location, schema: schema, logger: logger))

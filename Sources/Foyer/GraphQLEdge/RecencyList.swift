@@ -27,11 +27,6 @@ struct RecencyList<Key: Hashable, Value> {
         return slots[slot].value
     }
 
-    /// The value for `key`, its place in the order unchanged.
-    func peek(_ key: Key) -> Value? {
-        index[key].flatMap { slots[$0].value }
-    }
-
     /// Keeps `value` for `key` as the most recently used; returns the value it replaces, if any.
     @discardableResult
     mutating func insert(_ value: Value, for key: Key) -> Value? {

@@ -58,17 +58,21 @@ public final class PostgresStore: Sendable {
     /// the pool would only retry until it gives up.
     private func waitUntilReachable(timeout: Duration) async throws {
         let (location, logger) = (location, logger)
-        var configuration = PostgresConnection.Configuration(
-            host: location.host, port: location.port, username: location.username, password: location.password,
-            database: location.database, tls: try Self.tls(location.tls, connection: true)
-        )
-        configuration.options.connectTimeout = .seconds(Int64(timeout.components.seconds))
         do {
-            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-            try await connection.close()
+            try await Self.connection(to: location, timeout: timeout, logger: logger).close()
         } catch let error as PSQLError {
             throw Unreachable(description: "PostgreSQL at \(location.redacted) cannot be used: \(Self.describe(error))")
         }
+    }
+
+    /// One connection of its own, outside any pool (TLS as the location asks).
+    static func connection(to location: PostgresLocation, timeout: Duration, logger: Logger) async throws -> PostgresConnection {
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: try tls(location.tls, connection: true)
+        )
+        configuration.options.connectTimeout = .seconds(Int64(timeout.components.seconds))
+        return try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
     }
 
     /// How long one statement or transaction may take, waiting for a connection included: while PostgreSQL is
