@@ -34,10 +34,15 @@ let package = Package(
     targets: [
         // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function.
         .target(name: "CCurlSMTP", linkerSettings: [.linkedLibrary("curl")]),
+        // Pictures through libvips (Debian's libvips-dev), as Rails' image_processing uses it; its options go through
+        // variadic C functions, which the shim calls.
+        .systemLibrary(name: "CVipsSystem", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .target(name: "CVips", dependencies: ["CVipsSystem"]),
         .target(
             name: "Foyer",
             dependencies: [
                 "CCurlSMTP",
+                "CVips",
                 // Features' own flags live with them as option groups (Mail/MailOptions).
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -28,6 +28,8 @@ extension StringProtocol {
 /// JSON clients get 422 `{"errors": …}`; HTML controllers catch it and show the form again.
 struct ValidationFailed: Error {
     let errors: [String: [String]]
+    /// 422, or 413 for a file too large to take.
+    var status: HTTPResponse.Status = .unprocessableContent
 
     /// "Title can't be blank", one sentence per message, fields in a stable order.
     var fullMessages: [String] {

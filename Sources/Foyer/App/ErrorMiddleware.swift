@@ -63,7 +63,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 let error: String
                 let errors: [String: [String]]
             }
-            return Response.json(Body(error: invalid.fullMessages.joined(separator: "; "), errors: invalid.errors), status: .unprocessableContent)
+            return Response.json(Body(error: invalid.fullMessages.joined(separator: "; "), errors: invalid.errors), status: invalid.status)
         }
         let (status, title, message) = Self.describe(error)
         // 501 is a feature this server was not configured for: the answer says so, the log need not.
@@ -109,7 +109,7 @@ struct ErrorMiddleware: RouterMiddleware {
         case let error as TaskOperationFailed:
             return (.badGateway, "The task server refused", "The task server answered: \(error.description)")
         case let error as ValidationFailed:
-            return (.unprocessableContent, "Unprocessable Content", error.fullMessages.joined(separator: " "))
+            return (error.status, error.status.reasonPhrase, error.fullMessages.joined(separator: " "))
         case is DecodingError:
             return (.badRequest, "Bad Request", "The request body could not be read: \(error)")
         case is PostgresStore.Unreachable:

@@ -11,7 +11,7 @@ struct MethodOverrideResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponder
     static var overridable: [String: HTTPRequest.Method] { ["patch": .patch, "put": .put, "delete": .delete] }
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        guard request.method == .post, request.isFormEncoded else {
+        guard request.method == .post, request.isForm else {
             return try await wrapped.respond(to: request, context: context)
         }
         var request = request
@@ -19,8 +19,8 @@ struct MethodOverrideResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponder
         do {
             fields = try await request.formFields()
         } catch {
-            let tooLarge = AppError(.contentTooLarge, message: "The form is larger than \(Request.maximumBodySize >> 20) MiB.")
-            return errors.response(for: tooLarge, request: request, context: context)
+            // Too large (413) or a multipart body that does not parse (400).
+            return errors.response(for: error, request: request, context: context)
         }
         if let name = fields["_method"]?.lowercased(), let method = Self.overridable[name] {
             var head = request.head

@@ -78,10 +78,30 @@ extension Request {
         bytes >= 1 << 20 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
     }
 
-    /// The body as urlencoded form fields (later fields win). Collects the body, so handlers can still read it.
-    mutating func formFields(limit: Int = maximumBodySize) async throws -> [String: String] {
-        let buffer = try await collectBody(limitedTo: limit)
-        return FormFields.parse(String(buffer: buffer))
+    /// The body's form fields, urlencoded or multipart (later fields win; files left out). Collects the body, so
+    /// handlers can still read it.
+    mutating func formFields(limit: Int? = nil) async throws -> [String: String] {
+        try await form(limit: limit).fields
+    }
+
+    /// The body as a form: its fields, and its files when it is `multipart/form-data`.
+    mutating func form(limit: Int? = nil) async throws -> MultipartForm {
+        let buffer = try await collectBody(limitedTo: limit ?? bodyLimit)
+        guard let boundary = multipartBoundary else { return MultipartForm(fields: FormFields.parse(String(buffer: buffer))) }
+        return try MultipartForm(parsing: buffer, boundary: boundary)
+    }
+
+    var multipartBoundary: String? {
+        headers[.contentType].flatMap(MultipartForm.boundary(contentType:))
+    }
+
+    /// A urlencoded or a multipart form.
+    var isForm: Bool { isFormEncoded || multipartBoundary != nil }
+
+    /// The most of a body Foyer reads for this request: a post's form or API request may carry a picture.
+    var bodyLimit: Int {
+        guard multipartBoundary != nil, uri.path.hasPrefix("/posts") || uri.path.hasPrefix("/api/v1/posts") else { return Self.maximumBodySize }
+        return PictureLimits.maximumFormBytes
     }
 }
 

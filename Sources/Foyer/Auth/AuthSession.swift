@@ -191,16 +191,11 @@ public struct SessionRepository: Sendable {
 
     /// What `randomToken` makes: 43 characters of `A-Z a-z 0-9 - _`.
     static func looksLikeSessionToken(_ token: String) -> Bool {
-        token.utf8.count == 43 && token.utf8.allSatisfy { byte in
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-        }
+        token.utf8.count == 43 && token.utf8.allSatisfy(Base64URL.isAlphabet)
     }
 
     /// 256 random bits, base64url without padding: safe in a header, a cookie and a URL.
     static func randomToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64URLEncoded
+        Base64URL.randomToken(bytes: 32)
     }
 }

@@ -29,7 +29,7 @@ struct CSRFMiddleware: RouterMiddleware {
         }
         var request = request
         var presented = request.headers[Self.headerName]
-        if presented == nil, request.isFormEncoded {
+        if presented == nil, request.isForm {
             presented = try await request.formFields()[Self.fieldName]
         }
         guard let presented, let expected = identity.session?.csrfToken, Self.constantTimeEquals(presented, expected) else {

@@ -31,7 +31,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
         // answer holds a credential, which is never kept).
         guard let caller = context.identity?.userId else { return try await next(request, context) }
         var request = request
-        let body = try await request.collectBody(limitedTo: Request.maximumBodySize)
+        let body = try await request.collectBody(limitedTo: request.bodyLimit)
         return try await keys.respond(key: key, caller: caller, fingerprint: IdempotencyKeys.fingerprint(request, body: body)) {
             try await next(request, context)
         }

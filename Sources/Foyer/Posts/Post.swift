@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HTTPTypes
 
 /// A post: Foyer's own data. `content` is plain text; pages render it as escaped paragraphs.
 public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
@@ -39,6 +40,7 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
 public struct PublishedPost: Sendable {
     public let post: Post
     public let author: User.Public
+    var picture: Picture? = nil
 
     var id: Int64 { post.id ?? 0 }
 }
@@ -47,6 +49,29 @@ public struct PublishedPost: Sendable {
 struct PostChanges: Sendable {
     var title: String?
     var content: String?
+    /// A new picture, or none any more (`.remove`); nil leaves it as it is.
+    var picture: PictureChange?
+    /// The picture's alt text: with a new picture, or alone for the one the post has.
+    var alt: String?
+    /// Why the picture sent was not taken: the write fails validation with it (413 for one too large).
+    var pictureRefused: PictureRefused?
+
+    init(title: String? = nil, content: String? = nil, picture: PictureChange? = nil, alt: String? = nil) {
+        (self.title, self.content, self.picture, self.alt) = (title, content, picture, alt)
+    }
+
+    /// What to do to the post's picture, alt text included.
+    func pictureChange(hasPicture: Bool) -> PictureChange? {
+        switch picture {
+        case .replace(var new)?:
+            if let alt { new.picture.alt = alt }
+            return .replace(new)
+        case .remove?: return .remove
+        case .describe?, nil:
+            guard let alt, hasPicture else { return nil }
+            return .describe(alt: alt)
+        }
+    }
 
     /// Field → messages, Rails-style (`{"title": ["can't be blank"]}`); empty when valid.
     /// Lengths count Unicode code points, as JSON Schema's maxLength and most clients do (not Swift's graphemes).
@@ -63,8 +88,15 @@ struct PostChanges: Sendable {
         if let content, content.unicodeScalars.count > Post.maximumContentLength {
             errors["content", default: []].append("is too long (maximum is \(Post.maximumContentLength) characters)")
         }
+        if let pictureRefused { errors["picture", default: []].append(pictureRefused.message) }
+        if let alt, alt.unicodeScalars.count > PictureLimits.maximumAltLength {
+            errors["alt", default: []].append("is too long (maximum is \(PictureLimits.maximumAltLength) characters)")
+        }
         return errors
     }
+
+    /// The status of a write these changes fail: 413 when the picture was too large, else 422.
+    var failureStatus: HTTPResponse.Status { pictureRefused?.status ?? .unprocessableContent }
 
     func apply(to post: inout Post) {
         if let title { post.title = title }

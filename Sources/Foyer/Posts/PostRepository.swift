@@ -49,26 +49,35 @@ public struct PostRepository: Sendable {
 
     func create(_ changes: PostChanges, author: User) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: true)
-        guard errors.isEmpty, let authorId = author.id else { throw ValidationFailed(errors: errors) }
+        guard errors.isEmpty, let authorId = author.id else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
         let now = Date()
         var post = Post(id: nil, title: "", content: "", authorId: authorId, createdAt: now, updatedAt: now)
         changes.apply(to: &post)
-        let saved = try await storage.insert(post)
+        let picture: NewPicture? = if case .replace(let new)? = changes.pictureChange(hasPicture: false) { new } else { nil }
+        let saved = try await storage.insert(post, picture: picture)
         generation.bump()
-        let published = PublishedPost(post: saved, author: author.publicView)
+        let published = PublishedPost(post: saved, author: author.publicView, picture: picture?.picture)
         onChange(.created(published))
         return published
     }
 
     func update(_ published: PublishedPost, with changes: PostChanges) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: false)
-        guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
+        guard errors.isEmpty else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
         var post = published.post
         changes.apply(to: &post)
         post.updatedAt = Date()
-        try await storage.update(post)
+        let pictureChange = changes.pictureChange(hasPicture: published.picture != nil)
+        try await storage.update(post, picture: pictureChange)
         generation.bump()
-        let updated = PublishedPost(post: post, author: published.author)
+        var picture = published.picture
+        switch pictureChange {
+        case .replace(let new)?: picture = new.picture
+        case .remove?: picture = nil
+        case .describe(let alt)?: picture?.alt = alt
+        case nil: break
+        }
+        let updated = PublishedPost(post: post, author: published.author, picture: picture)
         onChange(.updated(updated))
         return updated
     }

@@ -7,9 +7,9 @@ protocol PostStorage: Sendable {
     /// Newest first, and how many there are in all.
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int)
     func find(id: Int64) async throws -> PublishedPost?
-    /// The post with its new id.
-    func insert(_ post: Post) async throws -> Post
-    func update(_ post: Post) async throws
+    /// The post with its new id; its picture, if any, in the same transaction.
+    func insert(_ post: Post, picture: NewPicture?) async throws -> Post
+    func update(_ post: Post, picture: PictureChange?) async throws
     func delete(id: Int64) async throws -> Bool
     func count() async throws -> Int
 }
@@ -22,7 +22,8 @@ struct SQLitePostStorage: PostStorage {
     let database: any DatabaseWriter
 
     private static let selectWithAuthor = """
-        SELECT posts.*, users.name AS author_name FROM posts JOIN users ON users.id = posts.author_id
+        SELECT posts.*, users.name AS author_name, \(PictureColumns.select)
+        FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join)
         """
 
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
@@ -40,16 +41,20 @@ struct SQLitePostStorage: PostStorage {
         }
     }
 
-    func insert(_ post: Post) async throws -> Post {
+    func insert(_ post: Post, picture: NewPicture?) async throws -> Post {
         try await database.write { [post] db in
             var post = post
             try post.insert(db)
+            if let picture, let id = post.id { try SQLitePictureStorage.apply(.replace(picture), postID: id, in: db) }
             return post
         }
     }
 
-    func update(_ post: Post) async throws {
-        try await database.write { db in try post.update(db) }
+    func update(_ post: Post, picture: PictureChange?) async throws {
+        try await database.write { db in
+            try post.update(db)
+            if let picture, let id = post.id { try SQLitePictureStorage.apply(picture, postID: id, in: db) }
+        }
     }
 
     func delete(id: Int64) async throws -> Bool {
@@ -62,7 +67,7 @@ struct SQLitePostStorage: PostStorage {
 
     private static func published(_ row: Row) throws -> PublishedPost {
         let post = try Post(row: row)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: row["author_name"]))
+        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: row["author_name"]), picture: SQLitePictureStorage.picture(in: row))
     }
 }
 
@@ -72,8 +77,8 @@ struct PostgresPostStorage: PostStorage {
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
         // One round trip: the total rides on every row (and is asked alone when the page is past the end).
         let rows = try await store.query("""
-            SELECT posts.*, users.name AS author_name, count(*) OVER () AS total
-            FROM posts JOIN users ON users.id = posts.author_id
+            SELECT posts.*, users.name AS author_name, \(unescaped: PictureColumns.select), count(*) OVER () AS total
+            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join)
             ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit) OFFSET \(offset)
             """)
         let total = if let first = rows.first { try first.makeRandomAccess()["total"].decode(Int.self) } else { try await count() }
@@ -88,8 +93,9 @@ struct PostgresPostStorage: PostStorage {
     /// by position rather than through `Decodable`.
     private struct FindPost: PostgresPreparedStatement {
         static let sql = """
-            SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.name
-            FROM posts JOIN users ON users.id = posts.author_id WHERE posts.id = $1
+            SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.name,
+                pictures.id, pictures.alt, pictures.width, pictures.height, pictures.thumbnail_width, pictures.thumbnail_height
+            FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join) WHERE posts.id = $1
             """
         let id: Int64
 
@@ -100,27 +106,41 @@ struct PostgresPostStorage: PostStorage {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PublishedPost {
-            let (id, title, content, authorId, createdAt, updatedAt, name) = try row.decode(
-                (Int64, String, String, Int64, Date, Date, String).self
-            )
+            let (id, title, content, authorId, createdAt, updatedAt, name, pictureID, alt, width, height, thumbnailWidth, thumbnailHeight) =
+                try row.decode((Int64, String, String, Int64, Date, Date, String, String?, String?, Int?, Int?, Int?, Int?).self)
             let post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
-            return PublishedPost(post: post, author: User.Public(id: authorId, name: name))
+            let picture = pictureID.map { pictureID in
+                Picture(
+                    id: pictureID, alt: alt ?? "", width: width ?? 0, height: height ?? 0,
+                    thumbnailWidth: thumbnailWidth ?? 0, thumbnailHeight: thumbnailHeight ?? 0
+                )
+            }
+            return PublishedPost(post: post, author: User.Public(id: authorId, name: name), picture: picture)
         }
     }
 
-    func insert(_ post: Post) async throws -> Post {
-        var inserted = post
-        inserted.id = try await store.query("""
-            INSERT INTO posts (title, content, author_id, created_at, updated_at)
-            VALUES (\(post.title), \(post.content), \(post.authorId), \(post.createdAt), \(post.updatedAt)) RETURNING id
-            """)[0].decode(Int64.self)
-        return inserted
+    func insert(_ post: Post, picture: NewPicture?) async throws -> Post {
+        let logger = store.logger
+        return try await store.transaction { connection in
+            var inserted = post
+            let id = try await connection.run("""
+                INSERT INTO posts (title, content, author_id, created_at, updated_at)
+                VALUES (\(post.title), \(post.content), \(post.authorId), \(post.createdAt), \(post.updatedAt)) RETURNING id
+                """, logger: logger)[0].decode(Int64.self)
+            inserted.id = id
+            if let picture { try await PostgresPictureStorage.apply(.replace(picture), postID: id, on: connection, logger: logger) }
+            return inserted
+        }
     }
 
-    func update(_ post: Post) async throws {
-        try await store.query("""
-            UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt) WHERE id = \(post.id)
-            """)
+    func update(_ post: Post, picture: PictureChange?) async throws {
+        let logger = store.logger
+        try await store.transaction { connection in
+            try await connection.run("""
+                UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt) WHERE id = \(post.id)
+                """, logger: logger)
+            if let picture, let id = post.id { try await PostgresPictureStorage.apply(picture, postID: id, on: connection, logger: logger) }
+        }
     }
 
     func delete(id: Int64) async throws -> Bool {
@@ -134,6 +154,9 @@ struct PostgresPostStorage: PostStorage {
     private static func published(_ row: PostgresRow) throws -> PublishedPost {
         let row = row.makeRandomAccess()
         let post = try row.decode(Post.self)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: try row["author_name"].decode(String.self)))
+        return PublishedPost(
+            post: post, author: User.Public(id: post.authorId, name: try row["author_name"].decode(String.self)),
+            picture: try PostgresPictureStorage.picture(in: row)
+        )
     }
 }

@@ -51,6 +51,8 @@ struct PostsAPIController {
         /// The post's page: what a native list opens in its WebView.
         let url: String
         let author: User.Public
+        /// `null` when the post has none: always present, so clients need not tell absent from empty.
+        let picture: PictureJSON?
 
         init(_ published: PublishedPost, baseURL: String) {
             id = published.id
@@ -60,10 +62,43 @@ struct PostsAPIController {
             updatedAt = published.post.updatedAt
             url = "\(baseURL)/posts/\(published.id)"
             author = published.author
+            picture = published.picture.map { PictureJSON($0, baseURL: baseURL) }
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, title, content, url, author, createdAt = "created_at", updatedAt = "updated_at"
+            case id, title, content, url, author, picture, createdAt = "created_at", updatedAt = "updated_at"
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(title, forKey: .title)
+            try container.encode(content, forKey: .content)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(updatedAt, forKey: .updatedAt)
+            try container.encode(url, forKey: .url)
+            try container.encode(author, forKey: .author)
+            try container.encode(picture, forKey: .picture)
+        }
+    }
+
+    /// A post's picture: the page-size variant (`url`, its pixels), the list thumbnail, and the alt text.
+    struct PictureJSON: Codable, Sendable {
+        let url: String
+        let width: Int
+        let height: Int
+        let thumbnailURL: String
+        let alt: String
+
+        init(_ picture: Picture, baseURL: String) {
+            url = baseURL + picture.path(.page)
+            (width, height) = (picture.width, picture.height)
+            thumbnailURL = baseURL + picture.path(.thumbnail)
+            alt = picture.alt
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case url, width, height, alt, thumbnailURL = "thumbnail_url"
         }
     }
 
@@ -112,11 +147,12 @@ struct PostsAPIController {
         return Response(status: .noContent)
     }
 
-    /// `{"title", "content"}`, flat or under `post` as Rails clients send, or a urlencoded form.
+    /// `{"title", "content", "alt"}`, flat or under `post` as Rails clients send (`"picture": null` removes the
+    /// picture), or a urlencoded or multipart form (`picture` a file).
     static func changes(from request: Request) async throws -> PostChanges {
         var request = request
-        let buffer = try await request.collectBody(limitedTo: Request.maximumBodySize)
-        if request.isFormEncoded {
+        let buffer = try await request.collectBody(limitedTo: request.bodyLimit)
+        if request.isForm {
             return try await PostsController.formChanges(request)
         }
         let object: [String: Any]
@@ -141,7 +177,12 @@ struct PostsAPIController {
                 return nil
             }
         }
-        let changes = PostChanges(title: text("title"), content: text("content"))
+        var changes = PostChanges(title: text("title"), content: text("content"), alt: text("alt"))
+        switch fields["picture"] {
+        case nil: break
+        case is NSNull: changes.picture = .remove
+        default: wrongTypes["picture"] = ["must be null (to remove it); send a picture as a file in multipart/form-data"]
+        }
         guard wrongTypes.isEmpty else { throw ValidationFailed(errors: wrongTypes) }
         return changes
     }

@@ -87,7 +87,7 @@ struct PostsController {
             // A native shell opened the form as a modal: close it and reload the list below.
             return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postPublished)
         } catch let invalid as ValidationFailed {
-            return form(request: request, context: context, changes: changes, id: nil, errors: invalid, status: .unprocessableContent)
+            return form(request: request, context: context, changes: changes, id: nil, errors: invalid, status: invalid.status)
         }
     }
 
@@ -104,7 +104,7 @@ struct PostsController {
             _ = try await posts.update(published, with: changes)
             return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postSaved)
         } catch let invalid as ValidationFailed {
-            return form(request: request, context: context, changes: changes, id: published.id, errors: invalid, status: .unprocessableContent)
+            return form(request: request, context: context, changes: changes, id: published.id, errors: invalid, status: invalid.status)
         }
     }
 
@@ -136,9 +136,22 @@ struct PostsController {
         return views.page(id == nil ? "posts/new" : "posts/edit", values, request: request, context: context, status: status)
     }
 
+    /// The form's fields, Rails' `post[…]` names too. A picture in it is made into its variants here, before
+    /// anything is stored; one that is refused fails validation on `picture`, so the form can say why.
     static func formChanges(_ request: Request) async throws -> PostChanges {
         var request = request
-        let fields = try await request.formFields()
-        return PostChanges(title: fields["title"] ?? fields["post[title]"], content: fields["content"] ?? fields["post[content]"])
+        let form = try await request.form()
+        func field(_ name: String) -> String? { form.fields[name] ?? form.fields["post[\(name)]"] }
+        var changes = PostChanges(title: field("title"), content: field("content"), alt: field("alt"))
+        if let file = form.files["picture"] ?? form.files["post[picture]"], file.bytes.readableBytes > 0 {
+            do {
+                changes.picture = .replace(try await PictureProcessor().process(file.bytes, alt: changes.alt ?? ""))
+            } catch let refused as PictureRefused {
+                changes.pictureRefused = refused
+            }
+        } else if ["1", "true", "on"].contains(field("remove_picture")?.lowercased()) {
+            changes.picture = .remove
+        }
+        return changes
     }
 }

@@ -11,8 +11,10 @@ struct PostsFeature {
     let posts: PostRepository
     let changes: ChangeFeed<PostChange>
     let fragments: PostFragments
+    let pictures: PicturesController
 
     init(_ app: Foundations) {
+        pictures = PicturesController(storage: app.store.pictureStorage)
         let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
         self.changes = changes
         let fragments = PostFragments(views: app.views)
@@ -53,6 +55,7 @@ struct PostsFeature {
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
         PostsAPIController(posts: posts).addRoutes(to: router)
+        pictures.addRoutes(to: router)
         PostsController(posts: posts, views: views, streams: streams, fragments: fragments).addRoutes(to: router)
     }
 }

@@ -219,6 +219,25 @@ extension SQLiteStore {
                 t.column("created_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v16: posts' pictures, kept as variants re-encoded from their pixels") { db in
+            try db.create(table: "pictures") { t in
+                t.primaryKey("id", .text)
+                t.column("post_id", .integer).notNull().unique().references("posts", onDelete: .cascade)
+                t.column("alt", .text).notNull().defaults(to: "")
+                t.column("width", .integer).notNull()
+                t.column("height", .integer).notNull()
+                t.column("thumbnail_width", .integer).notNull()
+                t.column("thumbnail_height", .integer).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+            try db.create(table: "picture_files") { t in
+                t.column("picture_id", .text).notNull().references("pictures", onDelete: .cascade)
+                t.column("variant", .text).notNull()
+                t.column("encoding", .text).notNull()
+                t.column("bytes", .blob).notNull()
+                t.primaryKey(["picture_id", "variant", "encoding"])
+            }
+        }
         return migrator
     }
 }
@@ -438,6 +457,29 @@ extension PostgresMigrations {
             )
             """,
             "CREATE INDEX mail_outbox_by_next_attempt ON mail_outbox (next_attempt_at)",
+        ]),
+        ("9: posts' pictures, kept as variants re-encoded from their pixels (SQLite's v16)", [
+            """
+            CREATE TABLE pictures (
+                id TEXT PRIMARY KEY,
+                post_id BIGINT NOT NULL UNIQUE REFERENCES posts ON DELETE CASCADE,
+                alt TEXT NOT NULL DEFAULT '',
+                width INTEGER NOT NULL,
+                height INTEGER NOT NULL,
+                thumbnail_width INTEGER NOT NULL,
+                thumbnail_height INTEGER NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE picture_files (
+                picture_id TEXT NOT NULL REFERENCES pictures ON DELETE CASCADE,
+                variant TEXT NOT NULL,
+                encoding TEXT NOT NULL,
+                bytes BYTEA NOT NULL,
+                PRIMARY KEY (picture_id, variant, encoding)
+            )
+            """,
         ]),
     ]
 }
