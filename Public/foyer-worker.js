@@ -9,6 +9,10 @@
 const settings = self.FOYER_OFFLINE || { enabled: false }
 const staticCache = "foyer-static-" + settings.version
 const pagesCachePrefix = "foyer-pages-"
+// Posts' pictures: their URLs never name other bytes, so a kept one serves online and offline alike. Kept while a
+// kept page shows them (and at most a few per kept page).
+const picturesCache = "foyer-pictures"
+const picturePath = /^\/pictures\/[A-Za-z0-9_-]{22}\/(page|thumbnail)$/
 const neverKept = /^\/(graphql|streams\/|service-worker\.js)/
 
 self.addEventListener("install", (event) => {
@@ -58,6 +62,7 @@ self.addEventListener("fetch", (event) => {
   if (neverKept.test(url.pathname) || (request.headers.get("Accept") || "").includes("text/event-stream")) return
   if (request.method === "GET") {
     if (url.pathname.startsWith("/offline/refused/")) return event.respondWith(refusedAnswer(url.pathname.split("/").pop()))
+    if (picturePath.test(url.pathname)) return event.respondWith(picture(event, request))
     const strategy = strategyFor(path)
     const page = request.mode === "navigate" || (request.headers.get("Accept") || "").includes("text/html")
     if (strategy === "network-first") return event.respondWith(networkFirst(event, request, page))
@@ -101,6 +106,39 @@ async function staleWhileRevalidate(event, request, page) {
   return fresh.catch(() => (page ? offlinePage() : Response.error()))
 }
 
+async function picture(event, request) {
+  const cache = await caches.open(picturesCache)
+  // The variant the browser chose online (its srcset, its Accept) is the one it asks for offline.
+  const kept = await cache.match(request.url, { ignoreVary: true })
+  if (kept) return kept
+  const response = await fetch(request)
+  if (response.status === 200) event.waitUntil(cache.put(request.url, response.clone()).then(trimPictures))
+  return response
+}
+
+// The pictures no kept page shows go; so do the oldest beyond a few per kept page.
+async function trimPictures() {
+  const shown = new Set()
+  let pages = 0
+  for (const name of await caches.keys()) {
+    if (!name.startsWith(pagesCachePrefix)) continue
+    const cache = await caches.open(name)
+    for (const key of await cache.keys()) {
+      pages += 1
+      const copy = await cache.match(key)
+      for (const path of (copy?.headers.get("Foyer-Pictures") || "").split(" ")) if (path) shown.add(path)
+    }
+  }
+  const cache = await caches.open(picturesCache)
+  const keys = await cache.keys()
+  const kept = []
+  for (const key of keys) {
+    if (shown.has(new URL(key.url).pathname)) kept.push(key)
+    else await cache.delete(key)
+  }
+  for (const old of kept.slice(0, Math.max(0, kept.length - pages * 4))) await cache.delete(old)
+}
+
 async function offlinePage() {
   const page = await caches.match(settings.offlinePage, { cacheName: staticCache })
   return page || new Response("You are offline, and this page was never opened here.", { status: 503, headers: { "Content-Type": "text/plain" } })
@@ -123,11 +161,14 @@ async function keep(request, response) {
   headers.set("Foyer-Kept-At", new Date().toISOString())
   const title = /<title>([^<]*)<\/title>/.exec(html)
   if (title) headers.set("Foyer-Title", encodeURIComponent(unescapeHTML(title[1]).replace(/ · Foyer$/, "")))
+  // The pictures this page shows stay as long as it does (trimPictures).
+  headers.set("Foyer-Pictures", [...new Set(html.match(/\/pictures\/[A-Za-z0-9_-]{22}\/(page|thumbnail)/g) || [])].join(" "))
   const cache = await caches.open(pagesCachePrefix + owner)
   await cache.put(pageKey(request), new Response(html, { status: 200, headers }))
   // Oldest first: a page kept again moves to the end.
   const keys = await cache.keys()
   for (const old of keys.slice(0, Math.max(0, keys.length - settings.maxEntries))) await cache.delete(old)
+  await trimPictures()
 }
 
 // A title as the page's HTML escapes it (views escape & < > " '), as text again.
@@ -178,13 +219,16 @@ async function forget(keep, { writes }) {
 // Sends a form; when the network is away, keeps it to send later and answers 202 with where to show it waiting.
 async function sendOrWait(event, request) {
   const copy = request.clone()
+  const fields = request.clone()
   try {
     return await fetch(request)
   } catch (offline) {
     const type = copy.headers.get("Content-Type") || ""
-    if (!type.startsWith("application/x-www-form-urlencoded")) throw offline
-    const body = await copy.text()
-    const form = new URLSearchParams(body)
+    // A post's form is multipart (it may carry a picture): its bytes wait as they are, the picture with them.
+    const urlencoded = type.startsWith("application/x-www-form-urlencoded")
+    if (!urlencoded && !type.startsWith("multipart/form-data")) throw offline
+    const body = urlencoded ? await copy.text() : await copy.arrayBuffer()
+    const form = urlencoded ? new URLSearchParams(body) : await fields.formData()
     const method = (form.get("_method") || "post").toLowerCase()
     if (method === "delete") throw offline
     const url = new URL(copy.url)

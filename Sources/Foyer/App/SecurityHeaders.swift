@@ -30,6 +30,7 @@ enum SecurityHeaderFields {
     static let overHTTPS = HTTPField(name: .strictTransportSecurity, value: "max-age=31536000; includeSubDomains")
 
     /// On Foyer's pages: scripts only from Foyer's own files (no inline script anywhere), no framing by other sites.
+    /// Images may be `blob:` URLs: the post form previews the picture chosen before it is sent.
     /// Styles may be inline: Turbo's progress bar injects a `<style>` (Turbo 7.1 could take a nonce from a
     /// `csp-nonce` meta, but a per-request nonce would cost every page a render of the layout for a style, which
     /// cannot run code).
@@ -47,7 +48,7 @@ enum SecurityHeaderFields {
             scripts += " \(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
         }
         return [
-            "default-src 'self'", "script-src \(scripts)", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
+            "default-src 'self'", "script-src \(scripts)", "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:",
             "connect-src 'self'", "object-src 'none'", "base-uri 'self'", "frame-ancestors 'self'",
         ].joined(separator: "; ")
     }

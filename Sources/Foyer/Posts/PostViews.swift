@@ -5,13 +5,38 @@ struct PostRowView: Sendable {
     let excerpt: String
     let author: String
     let createdAt: TimeView
+    let picture: PictureView?
 
-    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
+    /// `position`: the row's place in its list; thumbnails below the first screenful load lazily.
+    init(_ published: PublishedPost, time: ReaderTime = ReaderTime(), position: Int = 0) {
         id = published.id
         title = published.post.title
         excerpt = PostText.excerpt(published.post.content)
         author = published.author.name
         createdAt = time.view(of: published.post.createdAt)
+        picture = published.picture.map { PictureView($0, lazy: position >= PictureView.eagerRows) }
+    }
+}
+
+/// A post's picture in a page: both variants for `srcset`, the sizes that keep the layout from shifting, the alt.
+struct PictureView: Sendable {
+    /// List rows whose thumbnails load at once: about a phone's first screen.
+    static let eagerRows = 4
+    let pagePath: String
+    let thumbnailPath: String
+    let width: Int
+    let height: Int
+    let thumbnailWidth: Int
+    let thumbnailHeight: Int
+    let alt: String
+    let lazy: Bool
+
+    init(_ picture: Picture, lazy: Bool) {
+        pagePath = picture.path(.page)
+        thumbnailPath = picture.path(.thumbnail)
+        (width, height, thumbnailWidth, thumbnailHeight) = (picture.width, picture.height, picture.thumbnailWidth, picture.thumbnailHeight)
+        alt = picture.alt
+        self.lazy = lazy
     }
 }
 
@@ -24,6 +49,8 @@ struct PostContentView: Sendable {
     let createdAt: TimeView
     let updatedAt: TimeView
     let edited: Bool
+    /// At the top of the page: loaded at once.
+    let picture: PictureView?
 
     init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
         id = published.id
@@ -33,6 +60,7 @@ struct PostContentView: Sendable {
         createdAt = time.view(of: published.post.createdAt)
         updatedAt = time.view(of: published.post.updatedAt)
         edited = published.post.updatedAt > published.post.createdAt
+        picture = published.picture.map { PictureView($0, lazy: false) }
     }
 }
 
@@ -43,6 +71,11 @@ struct PostFormView: Sendable {
     let cancel: String
     let title: FormField
     let content: FormField
+    /// The file field: only ever an error to show (a browser never sends a file back into a form).
+    let picture: FormField
+    let alt: FormField
+    /// The picture the post has now, on the edit form.
+    let current: PictureView?
 }
 
 /// What a write did to a post, for whoever follows posts.

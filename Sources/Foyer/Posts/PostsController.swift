@@ -49,7 +49,7 @@ struct PostsController {
         let position = streams.position(of: .posts)
         let page = try await posts.page(paging)
         var values: [String: Any] = [
-            "posts": page.posts.map { PostRowView($0, time: time) }, "signed_in": signedIn,
+            "posts": page.posts.enumerated().map { PostRowView($1, time: time, position: $0) }, "signed_in": signedIn,
             "stream_path": streams.path(of: .posts), "stream_position": position,
             "list_id": page.number == 1 ? "posts" : "posts-page-\(page.number)",
         ]
@@ -76,7 +76,7 @@ struct PostsController {
     }
 
     @Sendable func new(request: Request, context: SignedInContext) async throws -> Response {
-        return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil)
+        return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil, current: nil)
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
@@ -87,14 +87,14 @@ struct PostsController {
             // A native shell opened the form as a modal: close it and reload the list below.
             return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postPublished)
         } catch let invalid as ValidationFailed {
-            return form(request: request, context: context, changes: changes, id: nil, errors: invalid, status: invalid.status)
+            return form(request: request, context: context, changes: changes, id: nil, current: nil, errors: invalid, status: invalid.status)
         }
     }
 
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
-        let changes = PostChanges(title: published.post.title, content: published.post.content)
-        return form(request: request, context: context, changes: changes, id: published.id)
+        let changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
+        return form(request: request, context: context, changes: changes, id: published.id, current: published.picture)
     }
 
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
@@ -104,7 +104,10 @@ struct PostsController {
             _ = try await posts.update(published, with: changes)
             return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postSaved)
         } catch let invalid as ValidationFailed {
-            return form(request: request, context: context, changes: changes, id: published.id, errors: invalid, status: invalid.status)
+            return form(
+                request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
+                status: invalid.status
+            )
         }
     }
 
@@ -116,7 +119,7 @@ struct PostsController {
     }
 
     private func form(
-        request: Request, context: SignedInContext, changes: PostChanges, id: Int64?,
+        request: Request, context: SignedInContext, changes: PostChanges, id: Int64?, current: Picture?,
         errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
@@ -126,7 +129,10 @@ struct PostsController {
             "form": PostFormView(
                 action: id.map { "/posts/\($0)" } ?? "/posts", editing: id != nil, cancel: id.map { "/posts/\($0)" } ?? "/posts",
                 title: FormField("title", value: changes.title ?? "", errors: fieldErrors),
-                content: FormField("content", value: changes.content ?? "", errors: fieldErrors)
+                content: FormField("content", value: changes.content ?? "", errors: fieldErrors),
+                picture: FormField("picture", value: "", errors: fieldErrors),
+                alt: FormField("alt", value: changes.alt ?? "", errors: fieldErrors),
+                current: current.map { PictureView($0, lazy: false) }
             ),
         ]
         if let errors {

@@ -1,0 +1,34 @@
+// The post form's picture field: a preview of the picture chosen (the camera's, on a phone) before it is sent, and
+// the 20 MB limit said at once rather than after uploading it. The server decides what it takes either way.
+(() => {
+  const limitMessage = (input, file) => {
+    const limit = Number(input.dataset.maximumBytes || 0)
+    if (!limit || file.size <= limit) return ""
+    return `This picture is ${(file.size / 1048576).toFixed(1)} MB; pictures may be at most ${Math.round(limit / 1048576)} MB.`
+  }
+
+  document.addEventListener("change", (event) => {
+    const input = event.target
+    if (!(input instanceof HTMLInputElement) || !input.matches("[data-picture-input]")) return
+    const field = input.closest(".field")
+    const preview = field?.querySelector("[data-picture-preview]")
+    const error = field?.querySelector("#picture-client-error")
+    if (preview?.src) URL.revokeObjectURL(preview.src)
+    const file = input.files && input.files[0]
+    const message = file ? limitMessage(input, file) : ""
+    input.setCustomValidity(message)
+    if (error) {
+      error.textContent = message
+      error.hidden = !message
+    }
+    if (!preview) return
+    // HEIC shows only where the browser reads it (Safari); elsewhere the preview stays hidden.
+    preview.hidden = !file || Boolean(message)
+    if (file && !message) {
+      preview.onerror = () => { preview.hidden = true }
+      preview.src = URL.createObjectURL(file)
+    } else {
+      preview.removeAttribute("src")
+    }
+  })
+})()
