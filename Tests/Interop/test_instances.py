@@ -2,6 +2,7 @@
 (scripts/nginx/foyer.conf): they behave as one. The suite's PostgreSQL cluster comes from scripts/test
 (FOYER_TEST_POSTGRES_URL, FOYER_TEST_POSTGRES_DIR); each pair of instances gets a database of its own."""
 import concurrent.futures
+import getpass
 import json
 import os
 import pathlib
@@ -58,6 +59,8 @@ class Balancer:
         (workdir / "foyer.conf").write_text(site)
         (workdir / "nginx.conf").write_text(f"""
 worker_processes 1;
+# Workers as this user, not nginx's default `nobody`: they write request bodies under the test's own folder.
+user {getpass.getuser()};
 daemon off;
 error_log {workdir}/error.log warn;
 pid {workdir}/nginx.pid;
@@ -321,3 +324,22 @@ def test_with_a_remote_task_server_each_upstream_event_is_pushed_once_and_never_
     finally:
         for instance in (a, b):
             instance.stop()
+
+
+def test_a_picture_uploaded_through_one_instance_is_served_by_both_and_goes_from_both_with_its_post(pair, tmp_path):
+    from test_pictures import camera_jpeg, fetch, upload
+    a, b, balancer = pair
+    token = session_token(balancer)
+    photo = tmp_path / "shared.jpg"
+    photo.write_bytes(camera_jpeg())
+    # Through nginx as a browser would send it (nginx's default would refuse a body over 1 MB; the example allows 24).
+    status, post = upload(balancer.url, token, photo, f"Shared picture {time.time_ns()}")
+    assert status == 201, post
+    # Absolute URLs name the balancer as the client reached it, port included.
+    assert post["picture"]["url"].startswith(balancer.url + "/pictures/"), post["picture"]
+    path = post["picture"]["url"].removeprefix(balancer.url)
+    served = [fetch(instance.url + path) for instance in (a, b)]
+    assert [status for status, _, _ in served] == [200, 200]
+    assert served[0][2] == served[1][2] and served[0][1]["etag"] == served[1][1]["etag"]
+    assert request(a.url + f"/api/v1/posts/{post['id']}", method="DELETE", token=token)[0] == 204
+    assert [fetch(instance.url + path)[0] for instance in (a, b)] == [404, 404]
