@@ -155,6 +155,9 @@ struct PostsController {
             } catch let refused as PictureRefused {
                 changes.pictureRefused = refused
             }
+        } else if let text = field("picture"), !text.isEmpty {
+            // A urlencoded form, or a part without a filename, cannot carry a picture's bytes intact.
+            changes.pictureRefused = PictureRefused(.unprocessableContent, "must be sent as a file, in a multipart/form-data body")
         } else if ["1", "true", "on"].contains(field("remove_picture")?.lowercased()) {
             changes.picture = .remove
         }
