@@ -13,7 +13,6 @@
     const field = input.closest(".field")
     const preview = field?.querySelector("[data-picture-preview]")
     const error = field?.querySelector("#picture-client-error")
-    if (preview?.src) URL.revokeObjectURL(preview.src)
     const file = input.files && input.files[0]
     const message = file ? limitMessage(input, file) : ""
     input.setCustomValidity(message)
@@ -22,13 +21,16 @@
       error.hidden = !message
     }
     if (!preview) return
-    // HEIC shows only where the browser reads it (Safari); elsewhere the preview stays hidden.
+    const old = preview.querySelector("img")
+    if (old) URL.revokeObjectURL(old.src)
+    preview.replaceChildren()
     preview.hidden = !file || Boolean(message)
-    if (file && !message) {
-      preview.onerror = () => { preview.hidden = true }
-      preview.src = URL.createObjectURL(file)
-    } else {
-      preview.removeAttribute("src")
-    }
+    if (!file || message) return
+    const image = document.createElement("img")
+    image.alt = "The picture chosen"
+    // HEIC shows only where the browser reads it (Safari); elsewhere the preview stays hidden.
+    image.onerror = () => { preview.hidden = true }
+    image.src = URL.createObjectURL(file)
+    preview.append(image)
   })
 })()

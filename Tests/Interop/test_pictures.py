@@ -199,7 +199,7 @@ def test_the_form_in_chromium_previews_uploads_and_shows_the_picture_upright(ser
     page.fill("input[name=alt]", "Harbour at dawn")
     assert page.locator("input[name=picture]").get_attribute("accept").startswith("image/")
     page.set_input_files("input[name=picture]", str(photo))
-    wait_for_page(page, "document.querySelector('[data-picture-preview]').complete && document.querySelector('[data-picture-preview]').naturalWidth > 0")
+    wait_for_page(page, "document.querySelector('[data-picture-preview] img')?.complete && document.querySelector('[data-picture-preview] img').naturalWidth > 0")
     page.click("main button[type=submit]")
     page.locator("article.post img.post-picture").wait_for()
     image = page.locator("article.post img.post-picture")
@@ -229,6 +229,14 @@ def test_the_form_in_chromium_previews_uploads_and_shows_the_picture_upright(ser
     page.locator("#picture-error").wait_for()
     assert page.locator("#picture-error").inner_text() == "Picture is not a JPEG, PNG, WebP or HEIC picture"
     assert page.locator("input[name=title]").input_value() == "Not a picture"
+
+    # Over the limit: said at once, before megabytes are sent; the browser does not submit the form.
+    big = tmp_path / "big.jpg"
+    big.write_bytes(camera_jpeg() + bytes(21 * 1024 * 1024))
+    page.set_input_files("input[name=picture]", str(big))
+    page.locator("#picture-client-error").wait_for()
+    assert page.locator("#picture-client-error").inner_text().startswith("This picture is 21.0 MB; pictures may be at most 20 MB.")
+    assert page.evaluate("document.querySelector('input[name=picture]').validity.valid") is False
     page.close()
 
 
