@@ -6,6 +6,22 @@ import Hummingbird
 /// the rest, and `Vary: Accept` tells caches so. A deleted post's pictures answer `404`.
 struct PicturesController {
     let storage: any PictureStorage
+    /// Posts' write counter: a picture kept in memory serves only until any post changes (a deleted post's
+    /// pictures must answer 404 at once, here and, through the cluster's messages, on every instance).
+    let generation: PostRepository.Generation
+    /// Files read lately, up to 16 MiB of them: a list's thumbnails are asked for by every reader of the list.
+    let kept = StartOverCache<FileKey, KeptFile>(maximumCost: 16 << 20)
+
+    struct FileKey: Hashable, Sendable {
+        let id: String
+        let variant: Picture.Variant
+        let encoding: Picture.Encoding
+    }
+
+    struct KeptFile: Sendable {
+        let generation: Int
+        let bytes: ByteBuffer
+    }
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/pictures/{id}/{variant}", use: show)
@@ -21,14 +37,21 @@ struct PicturesController {
         let etag = "\"\(id)-\(variant.rawValue)-\(encoding.rawValue)\""
         // `nosniff` comes with every answer (SecurityHeaders).
         var headers: HTTPFields = [.cacheControl: "public, max-age=31536000, immutable", .eTag: etag, .vary: "Accept"]
+        // Read even for a 304: a deleted picture must not be confirmed to a cache.
+        guard let bytes = try await file(FileKey(id: id, variant: variant, encoding: encoding)) else { throw notFound }
         if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: etag) {
-            // Still there? A deleted picture must not be confirmed to a cache.
-            guard try await storage.file(id: id, variant: variant, encoding: encoding) != nil else { throw notFound }
             return Response(status: .notModified, headers: headers)
         }
-        guard let bytes = try await storage.file(id: id, variant: variant, encoding: encoding) else { throw notFound }
         headers[.contentType] = encoding.contentType
         headers[.contentLength] = String(bytes.readableBytes)
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: bytes))
+    }
+
+    private func file(_ key: FileKey) async throws -> ByteBuffer? {
+        let current = generation.current  // read first: a write meanwhile leaves what is kept stale at once
+        if let file = kept.value(for: key), file.generation == current { return file.bytes }
+        guard let bytes = try await storage.file(id: key.id, variant: key.variant, encoding: key.encoding) else { return nil }
+        kept.keep(KeptFile(generation: current, bytes: bytes), for: key, cost: bytes.readableBytes)
+        return bytes
     }
 }

@@ -14,7 +14,6 @@ struct PostsFeature {
     let pictures: PicturesController
 
     init(_ app: Foundations) {
-        pictures = PicturesController(storage: app.store.pictureStorage)
         let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
         self.changes = changes
         let fragments = PostFragments(views: app.views)
@@ -30,6 +29,7 @@ struct PostsFeature {
             cluster?.send(Changed(change), on: Self.changed)
         }
         self.posts = posts
+        pictures = PicturesController(storage: app.store.pictureStorage, generation: posts.generation)
         guard let cluster else { return }
         cluster.on(Self.changed) { changed in await Self.follow(changed, posts: posts, changes: changes) }
         cluster.onBreak { posts.generation.bump() }
