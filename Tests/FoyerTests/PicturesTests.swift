@@ -251,6 +251,25 @@ struct MultipartBody {
         }
     }
 
+    @Test(arguments: TestStoreKind.allCases) func deletingTheAuthorsAccountDeletesTheirPictures(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let (token, _) = try await signIn(client, as: .bob)
+            let created = try await upload(client, token: token) { body in
+                body.field("title", "Bob's picture")
+                body.file("picture", filename: "p.png", Self.png)
+            }
+            let picture = try #require(created.json()["picture"] as? [String: Any])
+            let paths = try ["url", "thumbnail_url"].map { try #require(URL(string: picture[$0] as! String)?.path) }
+            for path in paths { try await client.execute(uri: path, method: .get) { #expect($0.status == .ok) } }
+            try await client.execute(
+                uri: "/api/v1/me", method: .delete, headers: bearer(token).merging(jsonHeaders),
+                body: ByteBuffer(string: #"{"password": "\#(TestUser.bob.password)"}"#)
+            ) { #expect($0.status == .noContent, "\($0.text)") }
+            for path in paths { try await client.execute(uri: path, method: .get) { #expect($0.status == .notFound) } }
+        }
+    }
+
     @Test func whatIsNotATakenPictureIsRefusedWithWordsAndNothingIsStored() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

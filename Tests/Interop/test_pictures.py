@@ -190,6 +190,10 @@ def test_what_is_not_a_picture_or_too_large_is_refused_storing_nothing_and_memor
 def test_the_form_in_chromium_previews_uploads_and_shows_the_picture_upright(server, browser, tmp_path):  # noqa: F811
     photo = tmp_path / "IMG_0003.JPG"
     photo.write_bytes(camera_jpeg())
+    # A reader with the list open: the new post arrives there live, thumbnail and all.
+    reader = browser.new_page()
+    reader.goto(server.url + "/posts")
+    wait_for_page(reader, "document.querySelector('turbo-stream-source') !== null && window.Turbo !== undefined")
     page = browser.new_page(viewport={"width": 390, "height": 844})
     sign_in(page, server)
     page.goto(server.url + "/posts/new")
@@ -211,6 +215,11 @@ def test_the_form_in_chromium_previews_uploads_and_shows_the_picture_upright(ser
     status, headers, body = fetch(source, "image/avif,image/webp,*/*")
     assert status == 200
     assert_clean_and_upright(body, "WEBP" if headers["content-type"] == "image/webp" else "JPEG", 1600)
+
+    live_row = reader.locator("ol.posts li", has_text=title)
+    live_row.locator("img.row-picture").wait_for()
+    assert live_row.locator("img.row-picture").get_attribute("alt") == "Harbour at dawn"
+    reader.close()
 
     page.goto(server.url + "/posts")
     row = page.locator("ol.posts li", has_text=title)
