@@ -416,8 +416,9 @@ import Testing
 
             let refused = try await post(client, token: ada, query)
             #expect(refused.status == .tooManyRequests)
-            #expect(refused.headers[.retryAfter] == "20")
-            #expect(refused.headers[.rateLimit] == "\"graphql\";r=0;t=60")
+            // Whole seconds since the first request: a second may have passed on a loaded machine.
+            #expect(["20", "19"].contains(refused.headers[.retryAfter]))
+            #expect(["\"graphql\";r=0;t=60", "\"graphql\";r=0;t=59"].contains(refused.headers[.rateLimit]))
             let error = try #require((refused.json()["errors"] as? [[String: Any]])?.first)
             #expect((error["extensions"] as? [String: Any])?["code"] as? String == "RATE_LIMITED")
             #expect((error["message"] as? String)?.contains("3 per minute") == true)
