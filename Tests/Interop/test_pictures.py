@@ -266,3 +266,29 @@ def test_a_kept_post_page_shows_its_picture_offline(server, browser, tmp_path): 
     wait_for_page(page, "document.querySelector('img.post-picture').complete")
     assert page.evaluate("document.querySelector('img.post-picture').naturalWidth") > 0, "the picture shows offline"
     context.close()
+
+
+def test_a_post_written_offline_with_a_picture_waits_with_it_then_is_published_with_it(server, browser, tmp_path):  # noqa: F811
+    photo = tmp_path / "tunnel.jpg"
+    photo.write_bytes(camera_jpeg())
+    context, page = controlled_page(browser, server, DEMO_EMAIL, DEMO_PASSWORD)
+    for path in ["/posts", "/posts/new"]:
+        page.goto(server.url + path)
+        page.locator("main h1").first.wait_for()
+    context.set_offline(True)
+    title = f"Photo from a tunnel {uuid.uuid4().hex[:6]}"
+    page.goto(server.url + "/posts/new")
+    page.fill("input[name=title]", title)
+    page.fill("input[name=alt]", "Tunnel lights")
+    page.set_input_files("input[name=picture]", str(photo))
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/posts")
+    page.locator("ol.posts > li", has_text=title).locator(".waiting-badge").wait_for()
+    context.set_offline(False)
+    wait_until(lambda: page.locator(".waiting-write").count() == 0, seconds=15, what="the post to be sent")
+    posts = json.loads(fetch(server.url + "/api/v1/posts?per_page=100")[2])
+    sent = [post for post in posts if post["title"] == title]
+    assert len(sent) == 1, "sent once"
+    picture = sent[0]["picture"]
+    assert picture and picture["alt"] == "Tunnel lights" and (picture["width"], picture["height"]) == (900, 1200), picture
+    context.close()
