@@ -94,14 +94,33 @@ import Glibc
         #expect(!fresh.contains("data:"), "a new subscriber starts from now")
     }
 
+    /// Streams that reconnect by themselves are counted by what they got: the events missed (also none), or a reload.
+    /// A page's first connection, resuming from where it was rendered, is not a reconnect.
+    @Test func reconnectsAreCountedAsReplayedOrReloaded() async throws {
+        let counted = NIOLockedValueBox([LiveStreams.Resumed]())
+        // A subscriber is served until the streams close: each one on streams of its own, counting into one list.
+        func reconnect(after lastEventID: (_ boot: String) -> String?, reconnected: Bool = true) async throws {
+            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), resumed: { outcome in counted.withLockedValue { $0.append(outcome) } })
+            streams.broadcast("<p>one</p>", on: .posts)
+            streams.broadcast("<p>two</p>", on: .posts)
+            _ = try await Self.written(by: streams, lastEventID: lastEventID(streams.bootID), reconnected: reconnected)
+        }
+        try await reconnect { "\($0)-1" }
+        try await reconnect { "\($0)-2" }
+        try await reconnect { _ in "oldboot-7" }
+        try await reconnect(after: { "\($0)-1" }, reconnected: false)
+        try await reconnect(after: { _ in nil }, reconnected: false)
+        #expect(counted.withLockedValue { $0 } == [.replayed, .replayed, .reloaded])
+    }
+
     /// What serve() writes for one subscriber through its response writer, until the streams close (once it
     /// follows the channel).
-    static func written(by streams: LiveStreams, lastEventID: String?) async throws -> String {
+    static func written(by streams: LiveStreams, lastEventID: String?, reconnected: Bool = false) async throws -> String {
         let collected = NIOLockedValueBox(ByteBuffer())
         let connection = NIOAsyncTestingChannel()
         let serving = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
-            try await streams.serve(.posts, lastEventID: lastEventID, on: connection, to: &writer)
+            try await streams.serve(.posts, lastEventID: lastEventID, reconnected: reconnected, on: connection, to: &writer)
         }
         // Followed once its opening and replay are written: a close before would leave nothing to replay.
         try await eventually { streams.channel(.posts).followedCount == 1 }

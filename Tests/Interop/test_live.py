@@ -268,7 +268,15 @@ def test_streams_are_signed_and_task_streams_need_a_sign_in(server):
     stream.close()
 
 
+def resumed_counts(server) -> dict[str, float]:
+    """foyer_live_resumed_total by outcome, from /metrics."""
+    text = get(server.url + "/metrics")[1]
+    return {outcome: float(value) for outcome, value in re.findall(r'^foyer_live_resumed_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
+
+
 def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
+    counted = resumed_counts(server)
+    assert set(counted) == {"replayed", "reloaded"}, counted
     token = session_token(server)
     path = stream_path(get(server.url + "/posts")[1])
     post_id = create_post(server, token, "Replayed")
@@ -296,6 +304,9 @@ def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
     assert b'<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>' in reload
     assert b"edit 1004" not in reload
     gap.close()
+    # Two reconnects (EventSource's Last-Event-ID): one replayed, one reloaded; the first connection is not one.
+    now = resumed_counts(server)
+    assert (now["replayed"] - counted["replayed"], now["reloaded"] - counted["reloaded"]) == (1, 1), (counted, now)
 
 
 def test_a_subscriber_that_never_reads_does_not_hold_up_the_others(server):

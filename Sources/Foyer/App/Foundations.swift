@@ -28,7 +28,11 @@ final class Foundations {
             cluster = nil
         }
         views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline)
-        streams = LiveStreams(names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)))
+        let metrics = self.metrics
+        streams = LiveStreams(
+            names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)),
+            resumed: { metrics.liveResumed($0) }
+        )
         services.append(LiveHeartbeatService(streams: streams))
     }
 

@@ -21,7 +21,8 @@ struct LiveStreamController {
         if stream.requiresSignIn { _ = try context.requireIdentity() }
         // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
         // last event it applied in the query.
-        let lastEventID = request.headers[.lastEventID] ?? request.uri.queryParameters["last_event_id"].map(String.init)
+        let reconnected = request.headers[.lastEventID]
+        let lastEventID = reconnected ?? request.uri.queryParameters["last_event_id"].map(String.init)
         let (streams, open, holds) = (streams, metrics.openEventStreams, holds)
         let session = context.identity?.session
         // Events go straight to the connection; the router test client's channel is a stand-in that drops them.
@@ -35,7 +36,7 @@ struct LiveStreamController {
             ],
             body: ResponseBody { writer in
                 try await streams.serve(
-                    stream, lastEventID: lastEventID, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
+                    stream, lastEventID: lastEventID, reconnected: reconnected != nil, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
                     open: open, on: connection, to: &writer
                 )
             }

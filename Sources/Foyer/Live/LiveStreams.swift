@@ -26,8 +26,16 @@ final class LiveStreams: Sendable {
     /// Signed once: pages embed them on every render.
     private let paths: [Stream: String]
 
-    init(names: StreamNames, limits: LiveChannel.Limits = .init()) {
+    /// An event stream that reconnected by itself (EventSource's `Last-Event-ID` header: after a restart, a deploy,
+    /// a network change): it got the events it missed (`replayed`, none when it missed none), or its live frame
+    /// loads again (`reloaded`: the id was from before a restart, or the events were gone from the window). A page's
+    /// first connection resumes from the position it was rendered at (`?last_event_id=`) and is not counted.
+    enum Resumed: String, Sendable, CaseIterable { case replayed, reloaded }
+    private let resumed: @Sendable (Resumed) -> Void
+
+    init(names: StreamNames, limits: LiveChannel.Limits = .init(), resumed: @escaping @Sendable (Resumed) -> Void = { _ in }) {
         self.names = names
+        self.resumed = resumed
         bootID = String(UInt32.random(in: .min ... .max), radix: 36)
         channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
         paths = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, "/streams/" + names.signed($0.rawValue)) })
@@ -68,7 +76,7 @@ final class LiveStreams: Sendable {
     /// Foyer's HTTP loop) this returns at once and the connection's task ends: an idle stream then holds no task at
     /// all, and its ending (a last event, the response's end, the close) is written from the event loop.
     func serve(
-        _ stream: Stream, lastEventID: String?, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
+        _ stream: Stream, lastEventID: String?, reconnected: Bool = false, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
         open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
         let channel = channel(stream)
@@ -82,7 +90,7 @@ final class LiveStreams: Sendable {
         }
         let cursor: UInt64
         do {
-            cursor = try await writeOpening(of: stream, resuming: lastEventID, to: &writer)
+            cursor = try await writeOpening(of: stream, resuming: lastEventID, reconnected: reconnected, to: &writer)
         } catch {
             done()
             throw error
@@ -121,27 +129,31 @@ final class LiveStreams: Sendable {
 
     /// The stream's opening (its retry interval and name), then what a reconnect missed, or a reload; gives the
     /// sequence number the subscriber is at.
-    private func writeOpening(of stream: Stream, resuming lastEventID: String?, to writer: inout any ResponseBodyWriter) async throws -> UInt64 {
+    private func writeOpening(
+        of stream: Stream, resuming lastEventID: String?, reconnected: Bool, to writer: inout any ResponseBodyWriter
+    ) async throws -> UInt64 {
         let channel = channel(stream)
         var cursor = channel.latest
         var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
         if let lastEventID {
-            if let resumed = sequence(of: lastEventID), resumed <= cursor {
-                switch channel.available(after: resumed) {
+            var outcome = Resumed.reloaded
+            if let last = sequence(of: lastEventID), last <= cursor {
+                switch channel.available(after: last) {
                 case .event(let payload, let sequence):
                     opening.writeImmutableBuffer(payload)
-                    cursor = sequence
+                    (cursor, outcome) = (sequence, .replayed)
                 case .events(let payloads, let through):
                     for payload in payloads { opening.writeImmutableBuffer(payload) }
-                    cursor = through
+                    (cursor, outcome) = (through, .replayed)
                 case .gap:
                     opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
                 case nil, .lagging, .heartbeat, .closed, .cancelled, .ended:
-                    break
+                    outcome = .replayed  // it missed nothing
                 }
             } else {
                 opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
             }
+            if reconnected { resumed(outcome) }
         }
         try await writer.write(opening)
         return cursor

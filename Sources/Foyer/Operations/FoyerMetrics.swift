@@ -71,6 +71,7 @@ public final class FoyerMetrics: Sendable {
     private let persistedQueries: [PersistedQueryOutcome: Counter]
     private let graphQLCacheOutcomes: [GraphQLCacheOutcome: Counter]
     private let mails: [MailOutcome: Counter]
+    private let liveResumptions: [LiveStreams.Resumed: Counter]
     let graphQLDeduplicated: Counter
     let graphQLRateLimited: Counter
 
@@ -102,6 +103,13 @@ public final class FoyerMetrics: Sendable {
         let mail = name("mail", "total", "Mail from the outbox by outcome (retried: the SMTP server was away or said 4xx; gave_up: after 24 hours)")
         mails = Dictionary(uniqueKeysWithValues: MailOutcome.allCases.map {
             ($0, registry.makeCounter(descriptor: mail, labels: [("outcome", $0.rawValue)]))
+        })
+        let resumed = name(
+            "live_resumed", "total",
+            "Event streams that reconnected by themselves (Last-Event-ID): replayed what they missed, or reloaded their live frame"
+        )
+        liveResumptions = Dictionary(uniqueKeysWithValues: LiveStreams.Resumed.allCases.map {
+            ($0, registry.makeCounter(descriptor: resumed, labels: [("outcome", $0.rawValue)]))
         })
         offlineAnswers = registry.makeCounter(descriptor: name(
             "tasks_offline_answers", "total", "Task pages served from the offline copy because the upstream could not answer"
@@ -185,6 +193,7 @@ public final class FoyerMetrics: Sendable {
     func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
 
     func mail(_ outcome: MailOutcome) { mails[outcome]?.increment() }
+    func liveResumed(_ outcome: LiveStreams.Resumed) { liveResumptions[outcome]?.increment() }
 
     func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }
 
