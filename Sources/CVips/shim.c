@@ -1,4 +1,3 @@
-#include <malloc.h>
 #include <string.h>
 #include <vips/vips.h>
 #include "CVips.h"
@@ -14,10 +13,6 @@ static void take_error(char *error, size_t error_size) {
 static void ignore_warning(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
 int foyer_vips_start(int threads) {
-    // Uploads and decoded pictures are megabytes each. glibc raises its mmap threshold after such a block is freed,
-    // so the next ones come from the heap and stay with the process once freed (RSS grew by 160 MB over ten
-    // uploads and never fell); a fixed 1 MiB threshold gives every such block back to the kernel when it is freed.
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     if (VIPS_INIT("foyer")) return -1;
     g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, ignore_warning, NULL);
     vips_block_untrusted_set(TRUE);
