@@ -124,6 +124,31 @@ import Testing
         #expect(b.posts.posts.generation.current > generation, "B's cached lists let go")
     }
 
+    /// Each write is one live event, numbered by the store: B publishes A's events under A's numbers, once, and a
+    /// page that followed A resumes on B with exactly what it missed.
+    @Test func aLivePageFollowingOneInstanceResumesOnAnother() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let user = try #require(try await a.sessions.users.storage.find(email: TestUser.ada.email))
+        let (streamsA, streamsB) = (a.app.streams, b.app.streams)
+        #expect(streamsA.epoch == streamsB.epoch)
+        let first = try await a.posts.posts.create(PostChanges(title: "First from A", content: "one"), author: user)
+        try await eventually(within: .seconds(2)) { streamsA.channel(.posts).latest == 1 }
+        let seenOnA = streamsA.position(of: .posts)
+        _ = try await a.posts.posts.create(PostChanges(title: "Second from A", content: "two"), author: user)
+        _ = try await b.posts.posts.update(first, with: PostChanges(title: "First, edited on B", content: nil))
+        try await eventually(within: .seconds(2)) { streamsA.channel(.posts).latest == 3 && streamsB.channel(.posts).latest == 3 }
+        // Each write was one event: B read A's from the store rather than appending them again when told of them
+        // (it hears of a post before its event, so an event of its own would have come first, and numbered lower).
+        let kept = try await a.store.liveJournalStorage.events(of: "posts", after: 0, within: .init())
+        #expect(kept.latest == 3 && kept.events.filter { $0.html.contains("Second from A") }.count == 1)
+
+        let resumed = try await LiveStreamTests.written(by: streamsB, lastEventID: seenOnA, reconnected: true)
+        #expect(!resumed.contains("First from A") && !resumed.contains("data-live-reload"))
+        let second = try #require(resumed.range(of: "id: \(streamsB.epoch)-2\n")), edited = try #require(resumed.range(of: "id: \(streamsB.epoch)-3\n"))
+        #expect(second.lowerBound < edited.lowerBound && resumed.contains("Second from A") && resumed.contains("First, edited on B"))
+    }
+
     @Test func aTaskChangedOnOneInstanceReachesTheOthersPagesAndSubscriptionsAndItsAuthorIsKnown() async throws {
         let (a, b) = try await Instance.pair()
         defer { Instance.stop(a, b) }
@@ -192,8 +217,13 @@ private final class Instance: @unchecked Sendable {
             idempotency: IdempotencyKeys(store: store)
         )
         self.store = store
-        let cluster = app.cluster!
-        running = Task { await cluster.run() }
+        let (cluster, streams) = (app.cluster!, app.streams)
+        running = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await cluster.run() }
+                group.addTask { await streams.keepJournal() }
+            }
+        }
     }
 
     /// Two instances on one fresh database with Ada in it, each hearing the other.
@@ -213,6 +243,7 @@ private final class Instance: @unchecked Sendable {
     static func stop(_ instances: Instance...) {
         for instance in instances {
             instance.running.cancel()
+            instance.app.streams.journal?.finish()
             instance.store.close()
         }
     }

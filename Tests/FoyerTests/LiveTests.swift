@@ -79,15 +79,15 @@ import Glibc
             return streams
         }
         let streams = streamsWithTwoEvents()
-        let resumed = try await Self.written(by: streams, lastEventID: "\(streams.bootID)-1")
+        let resumed = try await Self.written(by: streams, lastEventID: "\(streams.epoch)-1")
         #expect(resumed.hasPrefix("retry: 2000\n"))
         #expect(!resumed.contains("post_1"), "the event the client had is not sent again")
-        #expect(resumed.contains("id: \(streams.bootID)-2\ndata: <p>two\ndata: lines</p>\n\n"))
+        #expect(resumed.contains("id: \(streams.epoch)-2\ndata: <p>two\ndata: lines</p>\n\n"))
 
         let restarted = streamsWithTwoEvents()
         let fromBeforeARestart = try await Self.written(by: restarted, lastEventID: "oldboot-7")
         #expect(fromBeforeARestart.contains(##"<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>"##))
-        #expect(fromBeforeARestart.contains("id: \(restarted.bootID)-2\n"), "the reload moves the client to the latest id")
+        #expect(fromBeforeARestart.contains("id: \(restarted.epoch)-2\n"), "the reload moves the client to the latest id")
         #expect(!fromBeforeARestart.contains("<p>two"))
 
         let fresh = try await Self.written(by: streamsWithTwoEvents(), lastEventID: nil)
@@ -103,7 +103,7 @@ import Glibc
             let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), resumed: { outcome in counted.withLockedValue { $0.append(outcome) } })
             streams.broadcast("<p>one</p>", on: .posts)
             streams.broadcast("<p>two</p>", on: .posts)
-            _ = try await Self.written(by: streams, lastEventID: lastEventID(streams.bootID), reconnected: reconnected)
+            _ = try await Self.written(by: streams, lastEventID: lastEventID(streams.epoch), reconnected: reconnected)
         }
         try await reconnect { "\($0)-1" }
         try await reconnect { "\($0)-2" }
@@ -143,7 +143,7 @@ import Glibc
         try await eventually { streams.channel(.posts).followedCount == 1 }
         streams.broadcast("<p>first</p>", on: .posts)
         streams.broadcast("<p>second</p>", on: .posts)
-        #expect(try await Self.body(connection).contains("id: \(streams.bootID)-1\ndata: <p>first</p>\n\n"))
+        #expect(try await Self.body(connection).contains("id: \(streams.epoch)-1\ndata: <p>first</p>\n\n"))
         #expect(try await Self.body(connection).contains("data: <p>second</p>"))
         streams.heartbeat()
         #expect(try await Self.body(connection) == ": heartbeat\n\n")

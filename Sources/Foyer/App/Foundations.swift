@@ -31,9 +31,12 @@ final class Foundations {
         let metrics = self.metrics
         streams = LiveStreams(
             names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)),
+            journal: try await LiveJournal.open(store: store, cluster: cluster, logger: logger),
             resumed: { metrics.liveResumed($0) }
         )
+        try await streams.loadJournal()
         services.append(LiveHeartbeatService(streams: streams))
+        services.append(LiveJournalService(streams: streams))
     }
 
     /// Runs `service` with the application, started in the order added.

@@ -129,16 +129,51 @@ final class LiveChannel: Sendable {
     /// Appends an event made from its sequence number (so the payload can carry its own id) and wakes every waiter.
     @discardableResult
     func publish(_ payload: (UInt64) -> ByteBuffer) -> UInt64 {
+        append(number: { state in state.latest + 1 }, payload: payload)
+    }
+
+    /// Appends an event numbered elsewhere (a journal shared by instances); nil when `sequence` is not after the
+    /// latest (it is here already). A number further on means the events between were lost here: the window
+    /// starts again from it, and whoever is behind it reconnects and reloads.
+    @discardableResult
+    func publish(_ payload: ByteBuffer, sequence: UInt64) -> UInt64? {
+        let appended = append(
+            number: { state in
+                guard sequence > state.latest else { return nil }
+                if sequence > state.latest + 1 { state.events.removeAll(keepingCapacity: true) }
+                return sequence
+            },
+            payload: { _ in payload }
+        )
+        return appended == 0 ? nil : appended
+    }
+
+    /// Takes a window kept elsewhere (the journal, at start), oldest first, each with its age, and the latest
+    /// number, which may be past the last of them (its events left the window). Only before anything is published.
+    func load(_ events: [(sequence: UInt64, payload: ByteBuffer, age: Duration)], latest: UInt64) {
         let now = ContinuousClock.now
-        let (waiters, loops, sequence) = state.withLockedValue { state in
-            state.latest += 1
-            state.events.append(Event(sequence: state.latest, payload: payload(state.latest), at: now))
+        state.withLockedValue { state in
+            precondition(state.latest == 0, "a window is loaded before anything is published")
+            state.events = CircularBuffer(events.map { Event(sequence: $0.sequence, payload: $0.payload, at: now - $0.age) })
+            state.latest = max(latest, events.last?.sequence ?? 0)
             Self.prune(&state, limits: limits, now: now)
-            return (Self.takeWaiters(&state), Array(state.loops.values), state.latest)
         }
-        for waiter in waiters { waiter.resume(returning: .data) }
-        for loop in loops { loop.eventLoop.execute { loop.deliver() } }
-        return sequence
+    }
+
+    /// 0: nothing appended (`number` said no).
+    private func append(number: (inout State) -> UInt64?, payload: (UInt64) -> ByteBuffer) -> UInt64 {
+        let now = ContinuousClock.now
+        let appended: (waiters: [CheckedContinuation<Wakeup, Never>], loops: [LoopSubscribers], sequence: UInt64)? = state.withLockedValue { state in
+            guard let sequence = number(&state) else { return nil }
+            state.latest = sequence
+            state.events.append(Event(sequence: sequence, payload: payload(sequence), at: now))
+            Self.prune(&state, limits: limits, now: now)
+            return (Self.takeWaiters(&state), Array(state.loops.values), sequence)
+        }
+        guard let appended else { return 0 }
+        for waiter in appended.waiters { waiter.resume(returning: .data) }
+        for loop in appended.loops { loop.eventLoop.execute { loop.deliver() } }
+        return appended.sequence
     }
 
     /// What follows `cursor`, waiting for it when there is nothing yet. `maxLag` nil allows any replay from the window.

@@ -20,8 +20,11 @@ final class LiveStreams: Sendable {
     static let heartbeatInterval: Duration = .seconds(15)
 
     let names: StreamNames
-    /// Event ids are `boot-sequence`: an id from before a restart names no event of ours, so it means "reload".
-    let bootID: String
+    /// Event ids are `epoch-sequence`. With a journal, the store's epoch and numbers: the same on every instance
+    /// sharing the store and across restarts. Without, this process's own: an id from before a restart names no
+    /// event of ours, so it means "reload".
+    let epoch: String
+    let journal: LiveJournal?
     private let channels: [Stream: LiveChannel]
     /// Signed once: pages embed them on every render.
     private let paths: [Stream: String]
@@ -33,10 +36,14 @@ final class LiveStreams: Sendable {
     enum Resumed: String, Sendable, CaseIterable { case replayed, reloaded }
     private let resumed: @Sendable (Resumed) -> Void
 
-    init(names: StreamNames, limits: LiveChannel.Limits = .init(), resumed: @escaping @Sendable (Resumed) -> Void = { _ in }) {
+    init(
+        names: StreamNames, journal: LiveJournal? = nil, limits: LiveChannel.Limits = .init(),
+        resumed: @escaping @Sendable (Resumed) -> Void = { _ in }
+    ) {
         self.names = names
+        self.journal = journal
         self.resumed = resumed
-        bootID = String(UInt32.random(in: .min ... .max), radix: 36)
+        epoch = journal?.epoch ?? String(UInt32.random(in: .min ... .max), radix: 36)
         channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
         paths = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, "/streams/" + names.signed($0.rawValue)) })
     }
@@ -53,10 +60,13 @@ final class LiveStreams: Sendable {
 
     func stream(signedName: String) -> Stream? { names.verify(signedName).flatMap(Stream.init(rawValue:)) }
 
-    /// Sends `<turbo-stream>` HTML to every page following `stream`.
-    @discardableResult
-    func broadcast(_ html: String, on stream: Stream) -> UInt64 {
-        channel(stream).publish { sequence in event(html, id: eventID(sequence)) }
+    /// Sends `<turbo-stream>` HTML to every page following `stream`, on every instance (through the journal).
+    func broadcast(_ html: String, on stream: Stream) {
+        if let journal {
+            journal.enqueue(.append(html: html, stream: stream))
+        } else {
+            channel(stream).publish { sequence in event(html, id: eventID(sequence)) }
+        }
     }
 
     /// Tells every page following `stream` to load its live part again: events were missed.
@@ -137,7 +147,11 @@ final class LiveStreams: Sendable {
         var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
         if let lastEventID {
             var outcome = Resumed.reloaded
-            if let last = sequence(of: lastEventID), last <= cursor {
+            if let last = sequence(of: lastEventID), last > cursor, journal != nil, last - cursor <= UInt64(channel.limits.window) {
+                // Numbered by the journal, on an instance that has not read the latest events yet: it follows from
+                // there, and the events it already has are skipped when this instance publishes them.
+                (cursor, outcome) = (last, .replayed)
+            } else if let last = sequence(of: lastEventID), last <= cursor {
                 switch channel.available(after: last) {
                 case .event(let payload, let sequence):
                     opening.writeImmutableBuffer(payload)
@@ -163,7 +177,7 @@ final class LiveStreams: Sendable {
     /// The last event of a stream whose session ended: `Public/live.js` visits its data.
     static let signedOutEvent = ByteBuffer(string: "event: signed-out\ndata: /sign_in\n\n")
 
-    private func eventID(_ sequence: UInt64) -> String { "\(bootID)-\(sequence)" }
+    private func eventID(_ sequence: UInt64) -> String { "\(epoch)-\(sequence)" }
 
     /// For one subscriber that missed events: its live frame loads again, and its id moves to `sequence`.
     private func reloadEvent(_ stream: Stream, at sequence: UInt64) -> ByteBuffer {
@@ -171,7 +185,7 @@ final class LiveStreams: Sendable {
     }
 
     private func sequence(of eventID: String) -> UInt64? {
-        guard let dash = eventID.lastIndex(of: "-"), eventID[..<dash] == bootID else { return nil }
+        guard let dash = eventID.lastIndex(of: "-"), eventID[..<dash] == epoch else { return nil }
         return UInt64(eventID[eventID.index(after: dash)...])
     }
 
@@ -187,6 +201,62 @@ final class LiveStreams: Sendable {
         }
         buffer.writeStaticString("\n")
         return buffer
+    }
+}
+
+extension LiveStreams {
+    /// The window kept in the journal, before anything is published (at start): pages open before a restart
+    /// resume from it.
+    func loadJournal() async throws {
+        guard let journal else { return }
+        let now = Date()
+        for stream in Stream.allCases {
+            let channel = channel(stream)
+            let (events, latest) = try await journal.storage.events(of: stream.rawValue, after: 0, within: channel.limits)
+            channel.load(
+                events.map { ($0.sequence, event($0.html, id: eventID($0.sequence)), .seconds(max(0, now.timeIntervalSince($0.appendedAt)))) },
+                latest: latest
+            )
+        }
+    }
+
+    /// The journal's work, one item at a time, until it is finished: this instance's events appended and published
+    /// under the journal's numbers, after whatever other instances appended before them; theirs read when told.
+    func keepJournal() async {
+        guard let journal else { return }
+        for await work in journal.work {
+            switch work {
+            case .append(let html, let stream):
+                let channel = channel(stream)
+                do {
+                    let sequence = try await journal.storage.append(html, to: stream.rawValue, keeping: channel.limits)
+                    if sequence > channel.latest + 1 { await catchUp(stream, through: sequence - 1) }
+                    channel.publish(event(html, id: eventID(sequence)), sequence: sequence)
+                    journal.cluster?.send(LiveJournal.Appended(stream: stream.rawValue, sequence: sequence), on: LiveJournal.appended)
+                } catch {
+                    journal.logger.error(
+                        "A live event could not be kept in the store: open pages miss it until they load again",
+                        metadata: ["stream": .string(stream.rawValue), "error": .string("\(error)")]
+                    )
+                }
+            case .catchUp(let stream, let through):
+                await catchUp(stream, through: through)
+            }
+        }
+    }
+
+    private func catchUp(_ stream: Stream, through: UInt64?) async {
+        guard let journal else { return }
+        let channel = channel(stream)
+        if let through, through <= channel.latest { return }
+        do {
+            let (events, _) = try await journal.storage.events(of: stream.rawValue, after: channel.latest, within: channel.limits)
+            for kept in events { channel.publish(event(kept.html, id: eventID(kept.sequence)), sequence: kept.sequence) }
+        } catch {
+            journal.logger.warning(
+                "Live events kept by another instance could not be read", metadata: ["stream": .string(stream.rawValue), "error": .string("\(error)")]
+            )
+        }
     }
 }
 

@@ -18,14 +18,10 @@ struct PostsFeature {
         self.changes = changes
         let fragments = PostFragments(views: app.views)
         self.fragments = fragments
-        changes.listen { event in
-            switch event {
-            case .change(let change): streams.broadcast(fragments.html(for: change), on: .posts)
-            case .missed: streams.broadcastReload(on: .posts)
-            }
-        }
+        // Open pages hear of a write once, from the instance that made it: the journal carries it to the others.
         let posts = PostRepository(store: app.store) { change in
             changes.publish(change)
+            streams.broadcast(fragments.html(for: change), on: .posts)
             cluster?.send(Changed(change), on: Self.changed)
         }
         self.posts = posts

@@ -238,6 +238,19 @@ extension SQLiteStore {
                 t.primaryKey(["picture_id", "variant", "encoding"])
             }
         }
+        migrator.registerMigration("v17: live events kept in the store, numbered alike on every instance and across restarts") { db in
+            try db.create(table: "live_streams") { t in
+                t.primaryKey("stream", .text)
+                t.column("latest", .integer).notNull()
+            }
+            try db.create(table: "live_events") { t in
+                t.column("stream", .text).notNull()
+                t.column("sequence", .integer).notNull()
+                t.column("html", .text).notNull()
+                t.column("appended_at", .datetime).notNull()
+                t.primaryKey(["stream", "sequence"])
+            }
+        }
         return migrator
     }
 }
@@ -478,6 +491,18 @@ extension PostgresMigrations {
                 encoding TEXT NOT NULL,
                 bytes BYTEA NOT NULL,
                 PRIMARY KEY (picture_id, variant, encoding)
+            )
+            """,
+        ]),
+        ("10: live events kept in the store, numbered alike on every instance (SQLite's v17)", [
+            "CREATE TABLE live_streams (stream TEXT PRIMARY KEY, latest BIGINT NOT NULL)",
+            """
+            CREATE TABLE live_events (
+                stream TEXT NOT NULL,
+                sequence BIGINT NOT NULL,
+                html TEXT NOT NULL,
+                appended_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (stream, sequence)
             )
             """,
         ]),

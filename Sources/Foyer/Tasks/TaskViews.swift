@@ -50,16 +50,28 @@ struct TaskFragments: Sendable {
     }
 }
 
-/// Open task pages follow every task change: each is rendered once and sent to all of them.
+/// Open task pages follow every task change: each is rendered once and sent to all of them, on every instance
+/// through the live journal, by the one instance that heard it first.
 struct TaskPages: Sendable {
     let streams: LiveStreams
     let fragments: TaskFragments
+    /// With a remote task server, whether this instance speaks for its feed (every instance hears each change, and
+    /// one puts it on the pages); nil with the embedded service, whose changes are heard where they are made.
+    let speaksForTheUpstream: (@Sendable () -> Bool)?
 
     func follow(_ changes: TaskChanges) {
         changes.listen { event in
             switch event {
-            case .change(let change): streams.broadcast(html(for: change), on: .tasks)
-            case .missed: streams.broadcastReload(on: .tasks)
+            case .change(let change):
+                switch change.origin {
+                case .embedded: streams.broadcast(html(for: change), on: .tasks)
+                case .upstream where speaksForTheUpstream?() ?? true: streams.broadcast(html(for: change), on: .tasks)
+                case .upstream, .otherInstance: break
+                }
+            case .missed:
+                // The remote feed was away: changes went by unheard. (Another instance's changes missed while the
+                // bus was away are read from the journal.)
+                if speaksForTheUpstream?() == true { streams.broadcastReload(on: .tasks) }
             }
         }
     }

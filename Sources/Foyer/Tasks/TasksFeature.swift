@@ -29,9 +29,11 @@ struct TasksFeature {
         let (changes, cluster, config) = (TaskChanges(), app.cluster, app.config)
         self.changes = changes
         fragments = TaskFragments(views: app.views)
-        TaskPages(streams: app.streams, fragments: fragments).follow(changes)
-
         let upstream = GraphQLUpstream(config: config, mobileServices: app.mobileServices)
+        let upstreamLeadership = upstream == nil ? nil : app.leadership
+        var speaksForTheUpstream: (@Sendable () -> Bool)?
+        if upstream != nil { speaksForTheUpstream = { upstreamLeadership?.isLeader ?? true } }
+        TaskPages(streams: app.streams, fragments: fragments, speaksForTheUpstream: speaksForTheUpstream).follow(changes)
         var executor: any GraphQLExecutor
         let answers: QueryAnswers
         if let upstream {
@@ -64,7 +66,7 @@ struct TasksFeature {
         if let authors {
             cluster?.on(Self.authored) { authors.remember($0) }
             executor = TaskAuthorship(wrapping: executor, authors: authors)
-            push.notifyOfTasks(changes, authors: authors, leadership: upstream == nil ? nil : app.leadership)
+            push.notifyOfTasks(changes, authors: authors, leadership: upstreamLeadership)
         }
         if let cluster {
             changes.listen { event in
