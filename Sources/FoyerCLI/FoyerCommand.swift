@@ -64,6 +64,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Mail") var mail: MailOptions
 
+    @OptionGroup(title: "Deploying") var deploy: DeployOptions
+
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
 
@@ -310,6 +312,7 @@ struct Serve: AsyncParsableCommand {
             config.pushNotifyTasks = notify
         }
         config.mail = try mail.settings(environment: environment)
+        config.deploy = try deploy.settings(environment: environment)
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         // Libraries that report through swift-metrics land in the same scrape as Foyer's own metrics.
         let metrics = FoyerMetrics()
@@ -322,8 +325,8 @@ struct Serve: AsyncParsableCommand {
         let store = try await common.openStore(logLevel: config.logLevel)
         do {
             let app = try await buildApplication(config, store: store)
-            // runService stops gracefully on SIGTERM and SIGINT: in-flight requests finish first.
-            try await app.runService()
+            // Until SIGTERM or SIGINT is drained (FoyerApplication.run).
+            try await app.run()
         } catch let error as StartupError {
             FileHandle.standardError.write(Data("Foyer cannot start: \(error)\n".utf8))
             throw ExitCode.failure
@@ -334,14 +337,7 @@ struct Serve: AsyncParsableCommand {
 extension Serve {
     /// `30d`, `12h`, `45m`, `90s` or a number of seconds.
     static func duration(_ text: String, option: String, orOff: Bool = false) throws -> TimeInterval {
-        let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
-        let unit = trimmed.last.flatMap { units[$0] }
-        let number = unit == nil ? trimmed : String(trimmed.dropLast())
-        guard let value = Double(number), value > 0, value.isFinite else {
-            throw ValidationError("\(option): \"\(text)\" is not a duration; write e.g. 30d, 12h, 45m, 90s or a number of seconds\(orOff ? ", or off" : "")")
-        }
-        return value * (unit ?? 1)
+        try DurationText.seconds(text, option: option, orOff: orOff)
     }
 }
 

@@ -51,9 +51,11 @@ import Testing
         try await Self.harness().test(.live) { client in
             let half = try await RawConnection.exchange(port: client.port!, "GET /up HTTP/1.1\r\nHost: ")
             #expect(half.status == 408 && half.closed)
-            #expect(half.seconds >= 0.3 && half.seconds < 2)
+            // At most 5 s rather than just over the timeout: under the whole suite on two cores the close took 8 s once
+            // to be seen at all (the bound tells a close by the timeout from none: the default timeout is 30 s).
+            #expect(half.seconds >= 0.3 && half.seconds < 5)
             let silent = try await RawConnection.exchange(port: client.port!, "")
-            #expect(silent.raw.isEmpty && silent.closed && silent.seconds >= 0.3 && silent.seconds < 2)
+            #expect(silent.raw.isEmpty && silent.closed && silent.seconds >= 0.3 && silent.seconds < 5)
         }
     }
 

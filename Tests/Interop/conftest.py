@@ -186,7 +186,9 @@ class RunningServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.database = database or workdir / "foyer.sqlite"
         self.log_path = workdir / "server.log"
-        env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, **(extra_env or {}))
+        # Stopped at once unless a test drains: no drain delay, streams and websockets ended within a second.
+        env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, FOYER_DRAIN_DELAY="0", FOYER_SHUTDOWN_GRACE="1")
+        env.update(extra_env or {})
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [foyer_binary(), "serve", "--port", str(self.port), "--database", str(self.database), "--root", str(REPO), *extra_args],

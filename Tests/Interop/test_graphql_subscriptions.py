@@ -220,8 +220,8 @@ def test_a_socket_whose_client_stops_reading_is_closed_with_1013_and_counted(ser
     assert lagging_count() == before + 1, "counted once"
 
 
-def test_a_graceful_shutdown_closes_open_sockets_with_1001_and_the_server_exits(tmp_path):
-    """SIGTERM: a subscribed socket hears 1001 (going away: reconnect) and, once it answers, the server exits 0."""
+def test_a_graceful_shutdown_closes_open_sockets_with_1012_and_the_server_exits(tmp_path):
+    """SIGTERM: a subscribed socket hears 1012 (service restart: reconnect) and, once it answers, the server exits 0."""
     import signal
 
     foyer = RunningServer(tmp_path)
@@ -239,7 +239,7 @@ def test_a_graceful_shutdown_closes_open_sockets_with_1001_and_the_server_exits(
                 await socket.wait_closed()
                 return socket.close_code
 
-        assert run(subscribed_then_stopped()) == 1001
+        assert run(subscribed_then_stopped()) == 1012
         assert foyer.process.wait(timeout=15) == 0
     finally:
         foyer.stop()

@@ -34,27 +34,36 @@ public func buildApplication(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
         tasks: tasks, idempotency: idempotency
     )
-    let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds)
+    let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds, drain: app.drain)
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
-    return Application(
-        responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(
-            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors)
-        )),
-        server: HTTPServerBuilder { responder in
-            EdgeGuardedChannel(
-                responder: responder,
-                http1: .init(
-                    additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
-                    httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
-                ),
-                webSockets: webSockets, edge: edge
-            )
-        },
+    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel = { responder in
+        EdgeGuardedChannel(
+            responder: responder,
+            http1: .init(
+                additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
+                httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
+            ),
+            webSockets: webSockets, edge: edge
+        )
+    }
+    let application = Application(
+        responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(wrapped: DrainingResponder(
+            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), drain: app.drain
+        ))),
+        server: HTTPServerBuilder { childChannel($0) },
         configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
         services: app.services,
         logger: logger
+    )
+    return FoyerApplication(
+        base: application, childChannel: childChannel, drain: app.drain,
+        listener: config.deploy.inheritedListener.map { .inherited($0) } ?? .address(host: config.hostname, port: config.port),
+        backlog: Int32(EdgeSettings.listenBacklog),
+        open: { [streams = app.streams] in
+            ["connections": "\(edge.connections.openCount)", "event_streams": "\(streams.subscriberCount)"]
+        }
     )
 }
 
@@ -76,7 +85,7 @@ func buildRouter(
     router.add(middleware: CSRFMiddleware())
     idempotency.addMiddleware(to: router)
 
-    HealthController(store: app.store, readiness: readiness).addRoutes(to: router)
+    HealthController(store: app.store, readiness: readiness, drain: app.drain).addRoutes(to: router)
     MetricsController(metrics: app.metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
     let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)

@@ -13,6 +13,8 @@ final class Foundations {
     let mobileServices: MobileServices?
     let views: Views
     let streams: LiveStreams
+    /// Whether this instance is on its way out, and when its long-lived connections end.
+    let drain: Drain
     private(set) var services: [any Service]
 
     init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?) async throws {
@@ -29,9 +31,10 @@ final class Foundations {
         }
         views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline)
         let metrics = self.metrics
+        drain = Drain(settings: config.deploy)
         streams = LiveStreams(
             names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)),
-            journal: try await LiveJournal.open(store: store, cluster: cluster, logger: logger),
+            journal: try await LiveJournal.open(store: store, cluster: cluster, logger: logger), drain: drain,
             resumed: { metrics.liveResumed($0) }
         )
         try await streams.loadJournal()

@@ -116,6 +116,8 @@ public struct FoyerConfig: Sendable {
     public var pushMasterSecret: String?
     /// Send task changes to devices; nil: yes when the sender's credentials are set.
     public var pushNotifyTasks: Bool?
+    /// The drain on SIGTERM and the listening socket (`Deploying/DeployOptions`).
+    public var deploy = DeploySettings()
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

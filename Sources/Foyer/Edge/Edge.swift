@@ -103,6 +103,9 @@ final class EdgeConnections: Sendable {
         return true
     }
 
+    /// Client connections open now.
+    var openCount: Int { count.load(ordering: .relaxed) }
+
     /// The most connections open at once since the last call, and how many are open now (the next peak starts there).
     func takePeak() -> (peak: Int, open: Int) {
         let open = count.load(ordering: .relaxed)

@@ -24,6 +24,8 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     /// slower than its subscriptions produce) is closed with 1013 rather than held in memory.
     static let backlogLimit = 256
     static let fellBehindReason = "Too far behind: reconnect and subscribe again"
+    /// RFC 6455 §7.4.1's "service restart": the client may reconnect (to another instance, or this one restarted).
+    static let serviceRestart = WebSocketErrorCode.unknown(1012)
 
     private enum Phase {
         case awaitingInit
@@ -100,7 +102,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [self] _ in tick() }
         // A socket opened as the server began shutting down ends at once.
         if (try? context.pipeline.syncOperations.handler(type: EdgeTap.self))?.quiescing == true {
-            close(.goingAway, "The server is restarting: reconnect")
+            close(Self.serviceRestart, "The server is restarting: reconnect")
         }
     }
 
@@ -139,7 +141,12 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent { close(.goingAway, "The server is restarting: reconnect") }
+        if event is ChannelShouldQuiesceEvent {
+            // Each socket at its own moment of the grace: their clients reconnect spread out, not all at once.
+            context.eventLoop.scheduleTask(in: controller.drain.endingDelay()) {
+                self.close(Self.serviceRestart, "The server is restarting: reconnect")
+            }
+        }
         context.fireUserInboundEventTriggered(event)
     }
 

@@ -43,6 +43,8 @@ struct GraphQLWebSocketController: Sendable {
     let admission: GraphQLAdmission
     /// The same quota as over HTTP: each operation started counts.
     let rateLimit: CallerRateLimit?
+    /// When a socket ends on a graceful shutdown: each at its own moment, with 1012 (service restart).
+    let drain: Drain
 
     /// Where websockets are served: the only path whose `Upgrade` the edge lets through.
     static let path = "/graphql"

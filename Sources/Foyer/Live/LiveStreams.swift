@@ -25,6 +25,8 @@ final class LiveStreams: Sendable {
     /// event of ours, so it means "reload".
     let epoch: String
     let journal: LiveJournal?
+    /// When each followed stream ends on a graceful shutdown, and what it tells its browser.
+    let drain: Drain
     private let channels: [Stream: LiveChannel]
     /// Signed once: pages embed them on every render.
     private let paths: [Stream: String]
@@ -37,11 +39,12 @@ final class LiveStreams: Sendable {
     private let resumed: @Sendable (Resumed) -> Void
 
     init(
-        names: StreamNames, journal: LiveJournal? = nil, limits: LiveChannel.Limits = .init(),
+        names: StreamNames, journal: LiveJournal? = nil, drain: Drain = Drain(settings: .init()), limits: LiveChannel.Limits = .init(),
         resumed: @escaping @Sendable (Resumed) -> Void = { _ in }
     ) {
         self.names = names
         self.journal = journal
+        self.drain = drain
         self.resumed = resumed
         epoch = journal?.epoch ?? String(UInt32.random(in: .min ... .max), radix: 36)
         channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
@@ -75,6 +78,8 @@ final class LiveStreams: Sendable {
     }
 
     func heartbeat() { for channel in channels.values { channel.heartbeat() } }
+    /// Event streams open now, on every stream.
+    var subscriberCount: Int { channels.values.reduce(0) { $0 + $1.subscriberCount } }
     func closeAll() { for channel in channels.values { channel.close() } }
 
     /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, the
@@ -106,7 +111,14 @@ final class LiveStreams: Sendable {
             throw error
         }
         if let handover = ConnectionHandover.current {
-            let handedOver = handover.take { channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed) }
+            let drain = drain
+            // On a graceful shutdown each stream ends at its own moment of the grace, so that its browser's reconnect
+            // (to another instance) is not one of thousands in the same second.
+            let handedOver = handover.take {
+                connection.eventLoop.scheduleTask(in: drain.endingDelay()) {
+                    channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed)
+                }
+            }
             let following = LiveChannel.Connection(
                 channel: connection, write: handedOver.write, flush: handedOver.flush, heartbeat: Self.heartbeatComment,
                 framing: HandedOverConnection.chunked
@@ -117,7 +129,9 @@ final class LiveStreams: Sendable {
                 switch ending {
                 case .gone: return
                 case .ended: handedOver.writeChunk(Self.signedOutEvent)
-                case .closed, .lagging, .cancelled: break
+                // EventSource reconnects after the last `retry:` it was told: a little apart from the others.
+                case .closed: handedOver.writeChunk(ByteBuffer(string: "retry: \(drain.reconnectDelayMilliseconds())\n\n"))
+                case .lagging, .cancelled: break
                 }
                 connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
             }

@@ -109,10 +109,10 @@ struct TasksFeature {
     }
 
     /// What serves websocket `/graphql`, once the edge has upgraded a connection.
-    func webSockets(authenticator: Authenticator, holds: SessionHolds) -> GraphQLWebSocketController {
+    func webSockets(authenticator: Authenticator, holds: SessionHolds, drain: Drain) -> GraphQLWebSocketController {
         GraphQLWebSocketController(
             executor: executor, authenticator: authenticator, credentials: credentials, metrics: metrics, holds: holds, admission: admission,
-            rateLimit: rateLimit
+            rateLimit: rateLimit, drain: drain
         )
     }
 }

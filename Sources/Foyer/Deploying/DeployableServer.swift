@@ -1,0 +1,135 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The listening socket and its connections, as Hummingbird's `Server` runs them, with what deploys need and it has
+/// no hook for: the socket bound with `SO_REUSEPORT` (a new instance starts listening beside the old one, so a
+/// restart refuses nothing) or passed by systemd; and on a graceful shutdown, after the socket closes, the wait for
+/// connections to end is bounded by the grace (the long-lived ones end spread over it: `Drain`).
+struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
+    enum Listener: Sendable, CustomStringConvertible {
+        case address(host: String, port: Int)
+        /// A socket already bound and listening (systemd's, fd 3).
+        case inherited(CInt)
+
+        var description: String {
+            switch self {
+            case .address(let host, let port): "\(host):\(port)"
+            case .inherited(let descriptor): "the socket systemd passed (fd \(descriptor))"
+            }
+        }
+    }
+
+    let childChannel: ChildChannel
+    let listener: Listener
+    let backlog: Int32
+    let grace: Duration
+    let eventLoopGroup: any EventLoopGroup
+    let logger: Logger
+    /// Called once the socket listens (with its channel: the port it got when 0 was asked).
+    let onListening: @Sendable (any Channel) async -> Void
+
+    func run() async throws {
+        let quiescing = ServerQuiescingHelper(group: eventLoopGroup)
+        let bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(ChannelOptions.backlog, value: backlog)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(ChannelOptions.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                }
+            }
+        let (childChannel, logger) = (childChannel, logger)
+        let setup: @Sendable (any Channel) -> EventLoopFuture<ChildChannel.Value> = { childChannel.setup(channel: $0, logger: logger) }
+        let server: NIOAsyncChannel<ChildChannel.Value, Never>
+        switch listener {
+        case .address(let host, let port):
+            server = try await bootstrap.bind(host: host, port: port, childChannelInitializer: setup)
+        case .inherited(let descriptor):
+            server = try await bootstrap.bind(descriptor, childChannelInitializer: setup)
+        }
+        let port = server.channel.localAddress?.port.map { " (port \($0))" } ?? ""
+        logger.info("Server started and listening on \(listener)\(port)")
+        if case .address = listener { await Self.takeNewConnections(on: server.channel, logger: logger) }
+        await onListening(server.channel)
+
+        let closed = server.channel.eventLoop.makePromise(of: Void.self)
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                do {
+                    try await server.executeThenClose { inbound in
+                        for try await child in inbound {
+                            group.addTask { await childChannel.handle(value: child, logger: logger) }
+                        }
+                    }
+                } catch {
+                    logger.error("Waiting on child channel: \(error)")
+                }
+            }
+        } onGracefulShutdown: {
+            // Closes the socket, then tells every connection to finish: idle ones close at once, requests under way
+            // finish first, streams and websockets end at their own moment. `closed` completes when all are gone.
+            quiescing.initiateShutdown(promise: closed)
+        }
+        // The connections handed over to their event loops (streams, websockets) outlive their tasks: wait for them,
+        // but not past the grace.
+        let grace = grace
+        let allClosed = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await closed.futureResult.get()) != nil }
+            group.addTask {
+                try? await Task.sleep(for: grace + .seconds(1))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !allClosed { logger.warning("The shutdown grace passed with connections still open: they close with the process") }
+    }
+
+    /// Sends every new connection to the port to this socket rather than to one an older instance still listens on
+    /// (the kernel spreads a port's connections over the sockets bound to it with `SO_REUSEPORT`). The older one then
+    /// has none waiting when it closes its socket on SIGTERM: closing a socket resets the connections still queued
+    /// at it. A classic BPF program for the port's group picks the socket at index 1, the one bound second: this one
+    /// beside the old. Alone (index 0), the kernel finds no socket at 1 and spreads as usual.
+    private static func takeNewConnections(on channel: any Channel, logger: Logger) async {
+        guard let socket = channel as? any SocketOptionProvider else { return }
+        let program = UnsafeMutablePointer<ClassicBPFInstruction>.allocate(capacity: 1)
+        defer { program.deallocate() }
+        program.initialize(to: ClassicBPFInstruction(code: 0x06, jt: 0, jf: 0, k: 1))  // BPF_RET | BPF_K: 1
+        do {
+            try await socket.unsafeSetSocketOption(
+                level: .socket, name: NIOBSDSocket.Option(rawValue: Self.attachReusePortClassicBPF),
+                value: ClassicBPFProgram(length: 1, instructions: program)
+            ).get()
+        } catch {
+            logger.warning("New connections could not be steered to this instance: an instance it replaces may reset some as it stops (\(error))")
+        }
+    }
+
+    /// `SO_ATTACH_REUSEPORT_CBPF` (Linux 4.5).
+    static var attachReusePortClassicBPF: CInt { 51 }
+}
+
+/// `struct sock_filter` (linux/filter.h).
+private struct ClassicBPFInstruction {
+    var code: UInt16
+    var jt: UInt8
+    var jf: UInt8
+    var k: UInt32
+}
+
+/// `struct sock_fprog` (linux/filter.h); its instructions outlive the call that passes it.
+private struct ClassicBPFProgram: @unchecked Sendable {
+    var length: UInt16
+    var instructions: UnsafeMutablePointer<ClassicBPFInstruction>
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// Foyer's application: Hummingbird's, whose responder, services and settings the test clients use as they are,
+/// run by Foyer itself (`run`) so that a deploy goes unnoticed: its own listening socket (`DeployableServer`), and
+/// SIGTERM drained (`Drain`) rather than ending everything at once.
+public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol where Responder.Context == FoyerRequestContext {
+    let base: Application<Responder>
+    /// Each connection's channel, given the HTTP responder.
+    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel
+    let drain: Drain
+    /// `--hostname` and `--port`, unless systemd passed a socket.
+    let listener: DeployableServer<EdgeGuardedChannel>.Listener
+    let backlog: Int32
+    /// What is open now, for the drain's log lines.
+    let open: @Sendable () -> Logger.Metadata
+
+    public var responder: Responder { base.responder }
+    public var server: HTTPServerBuilder { base.server }
+    public var configuration: ApplicationConfiguration { base.configuration }
+    public var logger: Logger { base.logger }
+    public var eventLoopGroup: any EventLoopGroup { base.eventLoopGroup }
+    public var services: [any Service] { base.services }
+    @Sendable public func onServerRunning(_ channel: any Channel) async { await base.onServerRunning(channel) }
+    public var processesRunBeforeServerStart: [@Sendable () async throws -> Void] { base.processesRunBeforeServerStart }
+
+    /// Serves until SIGTERM or SIGINT has been drained: `/healthz` answers 503 for the drain delay while requests
+    /// are still served, then the socket closes, requests under way finish, and streams and websockets end spread
+    /// over the grace. A second signal ends the process at once.
+    public func run() async throws {
+        let (responder, logger, drain, open) = (responder, logger, drain, open)
+        let dates = HTTPDates()
+        let serverName = configuration.serverName
+        let server = DeployableServer(
+            childChannel: childChannel { request, responseWriter, channel in
+                // The request's id, where Hummingbird's contexts read it (`context.id`).
+                var requestLogger = logger
+                requestLogger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+                let context = FoyerRequestContext(source: .init(channel: channel, logger: requestLogger))
+                var response: Response
+                do {
+                    response = try await responder.respond(to: request, context: context)
+                } catch let error as HTTPParserError {
+                    throw error
+                } catch {
+                    logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+                    response = Response(status: .internalServerError)
+                }
+                response.headers[.date] = dates.now
+                if let serverName { response.headers[.server] = serverName }
+                do {
+                    try await responseWriter.write(response: response.head, body: response.body)
+                } catch is HTTPParserError {
+                    // Not rethrown as it is: the connection's loop would answer it with a second response.
+                    throw ParseErrorWhileWritingResponse()
+                }
+            },
+            listener: listener,
+            backlog: backlog, grace: drain.settings.shutdownGrace, eventLoopGroup: eventLoopGroup, logger: logger,
+            onListening: { channel in await base.onServerRunning(channel) }
+        )
+        // The server last: it is the first told to stop, and the services it uses go on until it has.
+        let group = ServiceGroup(configuration: .init(services: services + [dates, server], logger: logger))
+        let signals = Task { await Self.drainOnSignals(drain: drain, logger: logger, open: open) { await group.triggerGracefulShutdown() } }
+        defer { signals.cancel() }
+        try await group.run()
+        if let began = drain.beganAt {
+            logger.info("Drained and stopped", metadata: ["since_signal": "\(ContinuousClock.now - began)"].merging(open()) { $1 })
+        }
+    }
+
+    struct ParseErrorWhileWritingResponse: Error {}
+
+    private static func drainOnSignals(
+        drain: Drain, logger: Logger, open: @escaping @Sendable () -> Logger.Metadata, stop: @escaping @Sendable () async -> Void
+    ) async {
+        var stopping: Task<Void, Never>?
+        for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+            guard stopping == nil else {
+                logger.notice("\(signal) again: stopping at once")
+                exit(1)
+            }
+            let settings = drain.settings
+            logger.info(
+                "\(signal): draining. /healthz answers 503; requests are served for the drain delay, then the socket closes",
+                metadata: ["drain_delay": "\(settings.drainDelay)", "shutdown_grace": "\(settings.shutdownGrace)"].merging(open()) { $1 }
+            )
+            drain.begin()
+            stopping = Task {
+                try? await Task.sleep(for: settings.drainDelay)
+                logger.info("Drain delay over: no new connections; streams and websockets end spread over the grace", metadata: open())
+                await stop()
+            }
+        }
+    }
+}
+
+/// The `Date` header's value, made once a second (Hummingbird keeps its own such cache to itself).
+final class HTTPDates: Service {
+    private let current = Mutex(HTTPDates.format(Date()))
+
+    var now: String { current.withLock { $0 } }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: .seconds(1))) != nil {
+                let formatted = HTTPDates.format(Date())
+                self.current.withLock { $0 = formatted }
+            }
+        }
+    }
+
+    /// RFC 9110's IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func format(_ date: Date) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        var buffer = [CChar](repeating: 0, count: 40)
+        let count = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

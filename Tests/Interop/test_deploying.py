@@ -1,0 +1,224 @@
+"""Deploys nobody notices: a SIGTERM drained (healthz 503 while requests are still served, then streams and websockets
+ended spread over the grace), a new process started beside the old on the same port taking every new connection,
+live pages resuming on it without a reload, and a listening socket passed the way systemd passes it."""
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from websockets.asyncio.client import connect
+
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer, foyer_binary, free_port
+from test_graphql import session_token
+from test_live import RawStream, create_post, event_ids, get, stream_path
+
+
+def healthz(server) -> int:
+    return get(server.url + "/healthz")[0]
+
+
+def wait_for(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {seconds} s"
+        time.sleep(0.02)
+
+
+def test_sigterm_drains_then_ends_streams_and_websockets_spread_over_the_grace(tmp_path):
+    foyer = RunningServer(tmp_path, extra_env={"FOYER_DRAIN_DELAY": "1.5", "FOYER_SHUTDOWN_GRACE": "4"})
+    try:
+        token = session_token(foyer)
+        path = stream_path(get(foyer.url + "/posts")[1])
+        streams = [RawStream(foyer, path) for _ in range(20)]
+        for stream in streams:
+            stream.read_until(b": posts\n\n")
+
+        async def subscribed_until_closed():
+            async with connect(f"ws://127.0.0.1:{foyer.port}/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
+                assert json.loads(await ws.recv())["type"] == "connection_ack"
+                await ws.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
+                subscribed.set()
+                await ws.wait_closed()
+                return ws.close_code, ws.close_reason
+
+        subscribed = threading.Event()
+        closed = {}
+        socket_thread = threading.Thread(target=lambda: closed.update(code=asyncio.run(subscribed_until_closed())))
+        socket_thread.start()
+        assert subscribed.wait(5)
+
+        signalled = time.monotonic()
+        foyer.process.send_signal(signal.SIGTERM)
+        # At once: the balancer's health check fails, while requests are still answered, each closing its connection.
+        wait_for(lambda: healthz(foyer) == 503, 1, "healthz answers 503")
+        status, body = get(foyer.url + "/healthz")
+        assert (status, json.loads(body)["status"]) == (503, "draining")
+        with socket.create_connection(("127.0.0.1", foyer.port)) as plain:
+            plain.sendall(b"GET /up HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = plain.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200") and b"\r\nconnection: close\r\n" in answer.lower(), answer
+        assert time.monotonic() - signalled < 1.5, "the drain delay is not over yet"
+
+        # After the delay no new connection is taken; each stream ends at its own moment with a retry: of its own.
+        ends = []
+        for stream in streams:
+            rest = stream.read_to_end(8)
+            ends.append(time.monotonic() - signalled)
+            assert re.search(rb"retry: \d+\n\n", rest), rest
+            stream.close()
+        with_refusal = False
+        try:
+            socket.create_connection(("127.0.0.1", foyer.port), timeout=1).close()
+        except ConnectionRefusedError:
+            with_refusal = True
+        assert with_refusal or foyer.process.poll() is not None, "the listening socket closed after the drain delay"
+        assert min(ends) >= 1.4, ends
+        assert max(ends) - min(ends) >= 1.0, f"endings spread over the grace, not all at once: {sorted(ends)}"
+        assert max(ends) <= 1.5 + 4 + 1, ends
+        socket_thread.join(8)
+        assert closed["code"][0] == 1012, closed  # service restart: reconnect
+        assert foyer.process.wait(timeout=10) == 0
+        log = foyer.log_path.read_text()
+        assert "SIGTERM: draining" in log and "Drained and stopped" in log, log[-2000:]
+    finally:
+        foyer.stop()
+
+
+def test_a_second_signal_ends_the_process_at_once(tmp_path):
+    foyer = RunningServer(tmp_path, extra_env={"FOYER_DRAIN_DELAY": "30"})
+    try:
+        foyer.process.send_signal(signal.SIGTERM)
+        wait_for(lambda: healthz(foyer) == 503, 2, "draining")
+        started = time.monotonic()
+        foyer.process.send_signal(signal.SIGINT)
+        foyer.process.wait(timeout=5)
+        assert time.monotonic() - started < 5
+        assert foyer.process.returncode != 0
+    finally:
+        foyer.stop()
+
+
+class TightLoop:
+    """Clients each opening a new connection for every request, as fast as they can, counting what failed."""
+
+    def __init__(self, port: int, clients: int = 8):
+        self.port, self.answered, self.failures = port, 0, []
+        self.running = True
+        self.threads = [threading.Thread(target=self.run) for _ in range(clients)]
+        for thread in self.threads:
+            thread.start()
+
+    def run(self):
+        deadline = time.monotonic() + 60  # bounded whatever happens
+        while self.running and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as connection:
+                    connection.sendall(b"GET /up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    answer = b""
+                    while chunk := connection.recv(4096):
+                        answer += chunk
+                if answer.startswith(b"HTTP/1.1 200"):
+                    self.answered += 1
+                else:
+                    self.failures.append(answer[:100])
+            except OSError as error:
+                self.failures.append(repr(error))
+
+    def stop(self):
+        self.running = False
+        for thread in self.threads:
+            thread.join(10)
+
+
+def test_a_new_process_on_the_same_port_takes_over_and_the_old_one_refuses_nothing(tmp_path):
+    """One instance on SQLite, restarted by starting the new process first: a client connecting in a tight loop is
+    never refused, and a live page that followed the old process resumes on the new one without a reload."""
+    port = free_port()
+    database = tmp_path / "shared.sqlite"
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+    old = RunningServer(tmp_path / "old", port=port, database=str(database))
+    new = None
+    loop = TightLoop(port)
+    try:
+        token = session_token(old)
+        path = stream_path(get(old.url + "/posts")[1])
+        stream = RawStream(old, path)
+        stream.read_until(b": posts\n\n")
+        create_post(old, token, "Seen on the old process")
+        seen = event_ids(stream.read_until(b"</turbo-stream>\n\n"))
+        assert len(seen) == 1
+
+        # Its /healthz may be answered by the old process meanwhile: its own log says when it listens.
+        new = RunningServer(tmp_path / "new", port=port, database=str(database))
+        wait_for(lambda: "Server started and listening" in new.log_path.read_text(), 30, "the new process listens")
+        old.process.send_signal(signal.SIGTERM)
+        ending = stream.read_to_end(5)
+        assert re.search(rb"retry: \d+\n\n", ending), ending
+        stream.close()
+        assert old.process.wait(timeout=10) == 0
+        create_post(new, token, "Made while the page was away")
+        answered_before = loop.answered
+        wait_for(lambda: loop.answered > answered_before + 20, 10, "the new process answers the loop")
+        loop.stop()
+        assert loop.failures == [], loop.failures[:5]
+        assert loop.answered > 50, loop.answered
+
+        resumed = RawStream(new, path, [f"Last-Event-ID: {seen[0].decode()}"])
+        replay = resumed.read_until(b"Made while the page was away")
+        assert b"data-live-reload" not in replay and b"Seen on the old process" not in replay, replay
+        resumed.close()
+    finally:
+        loop.stop()
+        old.stop()
+        if new:
+            new.stop()
+
+
+def test_a_listening_socket_passed_as_systemd_passes_it_is_served(tmp_path):
+    """Socket activation: fd 3, LISTEN_FDS=1, LISTEN_PID naming the process; Foyer binds nothing itself."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    # A connection made before Foyer starts waits in the socket's queue, as systemd's would.
+    early = socket.create_connection(("127.0.0.1", port))
+    early.sendall(b"GET /up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+
+    def on_fd_3():
+        os.dup2(listener.fileno(), 3)
+
+    log_path = tmp_path / "server.log"
+    env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, FOYER_DRAIN_DELAY="0", FOYER_SHUTDOWN_GRACE="1")
+    env.pop("LISTEN_FDS", None)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            # The shell's pid is Foyer's once it execs, as systemd names the process it starts. --port names another
+            # port: the passed socket wins.
+            ["sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"', foyer_binary(), "serve", "--port", str(free_port()),
+             "--database", str(tmp_path / "foyer.sqlite"), "--root", str(REPO)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, close_fds=False, preexec_fn=on_fd_3,
+        )
+    try:
+        early.settimeout(30)
+        answer = b""
+        while chunk := early.recv(4096):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert get(f"http://127.0.0.1:{port}/up")[0] == 200
+        assert "the socket systemd passed (fd 3)" in log_path.read_text()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        early.close()
+        listener.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
