@@ -222,3 +222,165 @@ def test_a_listening_socket_passed_as_systemd_passes_it_is_served(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+# --- A rolling restart of two instances behind nginx, under load --------------------------------------------------
+
+class Subscriber:
+    """An EventSource through the balancer: reconnects after its last `retry:` with `Last-Event-ID`, as browsers do,
+    and keeps the posts it was told of, in order."""
+
+    def __init__(self, port: int, path: str):
+        self.port, self.path = port, path
+        self.titles, self.reloads, self.statuses, self.reconnects = [], 0, [], []
+        self.last_id, self.retry = None, 2.0
+
+    async def run(self):
+        while True:
+            try:
+                await self.follow_once()
+            except (OSError, asyncio.IncompleteReadError, ValueError) as error:
+                self.statuses.append(repr(error))
+            self.reconnects.append(time.monotonic())
+            await asyncio.sleep(self.retry)
+
+    async def follow_once(self):
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        try:
+            head = [f"GET {self.path} HTTP/1.1", "Host: 127.0.0.1", "Accept: text/event-stream"]
+            if self.last_id:
+                head.append(f"Last-Event-ID: {self.last_id}")
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+            status = int((await reader.readline()).split()[1])
+            self.statuses.append(status)
+            while (await reader.readline()) not in (b"\r\n", b""):
+                pass
+            if status != 200:
+                return
+            pending = b""
+            while True:
+                size = int((await reader.readline()).strip() or b"0", 16)
+                if size == 0:
+                    return
+                pending += (await reader.readexactly(size + 2))[:-2]
+                while b"\n\n" in pending:
+                    event, pending = pending.split(b"\n\n", 1)
+                    self.take(event)
+        finally:
+            writer.close()
+
+    def take(self, event: bytes):
+        data = []
+        for line in event.split(b"\n"):
+            name, _, value = line.partition(b": ")
+            if name == b"retry":
+                self.retry = int(value) / 1000
+            elif name == b"id":
+                self.last_id = value.decode()
+            elif name == b"data":
+                data.append(value)
+        html = b"\n".join(data)
+        if b"data-live-reload" in html:
+            self.reloads += 1
+        if found := re.search(rb"rolling post (\d+)<", html):
+            self.titles.append(int(found.group(1)))
+
+
+def test_a_rolling_restart_under_load_fails_no_request_and_loses_no_event(tmp_path_factory):
+    from test_instances import Balancer, fresh_database, request
+
+    database = fresh_database()
+    settings = {"FOYER_DRAIN_DELAY": "1", "FOYER_SHUTDOWN_GRACE": "4"}
+    ports = [free_port(), free_port()]
+
+    def instance(index: int) -> RunningServer:
+        return RunningServer(tmp_path_factory.mktemp(f"rolling-{index}"), port=ports[index], database=database,
+                             extra_args=["--trust-proxy"], extra_env=settings)
+
+    instances = [instance(0), instance(1)]
+    balancer = Balancer(tmp_path_factory.mktemp("rolling-nginx"), instances, worker_connections=4096)
+    failures, answered, posted = [], [0], []
+    running = threading.Event()
+    running.set()
+    try:
+        token = session_token(balancer)
+        path = stream_path(get(balancer.url + "/posts")[1])
+        subscribers = [Subscriber(balancer.port, path) for _ in range(300)]
+        loop = asyncio.new_event_loop()
+        following = [loop.create_task(subscriber.run()) for subscriber in subscribers]
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        wait_for(lambda: all(subscriber.statuses == [200] for subscriber in subscribers), 20, "every subscriber follows")
+
+        def writer():
+            number = 0
+            while running.is_set():
+                status, body, _ = request_with_key(balancer.url + "/api/v1/posts", token, {"title": f"rolling post {number}", "content": "x"})
+                (posted.append(number) if status == 201 else failures.append(("write", status, body[:200])))
+                number += 1
+                time.sleep(0.1)
+
+        def request_with_key(url, token, body):
+            import urllib.request, urllib.error, uuid
+            data = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Bearer {token}",
+                       "Idempotency-Key": str(uuid.uuid4())}
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method="POST"), timeout=30) as response:
+                    return response.status, response.read(), None
+            except urllib.error.HTTPError as error:
+                return error.code, error.read(), None
+            except OSError as error:
+                return 0, repr(error).encode(), None
+
+        def reader():
+            while running.is_set():
+                try:
+                    status, body, _ = request(balancer.url + "/api/v1/posts?per_page=5")
+                except OSError as error:
+                    status, body = 0, repr(error).encode()
+                (answered.__setitem__(0, answered[0] + 1) if status == 200 else failures.append(("read", status, body[:200])))
+
+        load = [threading.Thread(target=writer), threading.Thread(target=reader), threading.Thread(target=reader)]
+        for thread in load:
+            thread.start()
+        time.sleep(1)  # traffic under way before the first restart
+
+        restarts = []
+        for index in (0, 1):
+            old = instances[index]
+            signalled = time.monotonic()
+            old.process.send_signal(signal.SIGTERM)
+            assert old.process.wait(timeout=15) == 0, old.log_path.read_text()[-3000:]
+            restarts.append((signalled, time.monotonic()))
+            instances[index] = instance(index)
+            # As an operator would: the next instance goes only once the balancer sends to this one again (nginx
+            # counts the refused connections of the stop as failures and leaves it out for fail_timeout, 5 s).
+            restarted = instances[index]
+            wait_for(lambda: "GET /api/v1/posts 200" in restarted.log_path.read_text(), 15, "the balancer uses the restarted instance")
+        time.sleep(1)
+        running.clear()
+        for thread in load:
+            thread.join(30)
+        last = posted[-1]
+        wait_for(lambda: all(subscriber.titles and subscriber.titles[-1] == last for subscriber in subscribers), 15,
+                 f"every subscriber hears of post {last}")
+        loop.call_soon_threadsafe(lambda: [task.cancel() for task in following])
+
+        assert failures == [], failures[:10]
+        assert answered[0] > 100 and len(posted) > 50, (answered[0], len(posted))
+        for subscriber in subscribers:
+            assert subscriber.titles == posted, f"every post once, in order: {subscriber.titles[:5]}… vs {posted[:5]}…"
+            assert subscriber.reloads == 0
+            assert all(status == 200 for status in subscriber.statuses), subscriber.statuses
+        reconnects = sorted(moment for subscriber in subscribers for moment in subscriber.reconnects)
+        assert len(reconnects) >= len(subscribers), "each subscriber reconnected at least once"
+        peak = max(sum(1 for moment in reconnects if start <= moment < start + 1) for start in reconnects)
+        spans = [f"{end - start:.1f} s" for start, end in restarts]
+        print(f"rolling restart: {len(posted)} posts, {answered[0]} reads, {len(reconnects)} reconnects of 300 subscribers, "
+              f"peak {peak} in one second; each instance stopped in {', '.join(spans)}")
+        assert peak <= 0.6 * len(subscribers), f"reconnects spread over the grace, peak {peak} in one second"
+    finally:
+        running.clear()
+        balancer.stop()
+        for running_instance in instances:
+            running_instance.stop()

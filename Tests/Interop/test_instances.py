@@ -49,7 +49,7 @@ def fresh_database() -> str:
 class Balancer:
     """nginx running scripts/nginx/foyer.conf, with the example's ports replaced by the instances'."""
 
-    def __init__(self, workdir: pathlib.Path, instances: list[RunningServer]):
+    def __init__(self, workdir: pathlib.Path, instances: list[RunningServer], worker_connections: int = 256):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         example = (REPO / "scripts/nginx/foyer.conf").read_text()
@@ -64,7 +64,7 @@ user {getpass.getuser()};
 daemon off;
 error_log {workdir}/error.log warn;
 pid {workdir}/nginx.pid;
-events {{ worker_connections 256; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
   access_log off;
   client_body_temp_path {workdir}/body; proxy_temp_path {workdir}/proxy;

@@ -75,10 +75,14 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
                     logger.error("Waiting on child channel: \(error)")
                 }
             }
-        } onGracefulShutdown: {
-            // Closes the socket, then tells every connection to finish: idle ones close at once, requests under way
-            // finish first, streams and websockets end at their own moment. `closed` completes when all are gone.
-            quiescing.initiateShutdown(promise: closed)
+        } onGracefulShutdown: { [listener] in
+            Task {
+                // A socket of our own is emptied first; systemd's stays open in systemd for the next process.
+                if case .address = listener { await Self.stopTakingConnections(on: server.channel, logger: logger) }
+                // Closes the socket, then tells every connection to finish: idle ones close at once, requests under
+                // way finish first, streams and websockets end at their own moment. `closed` completes when all are.
+                quiescing.initiateShutdown(promise: closed)
+            }
         }
         // The connections handed over to their event loops (streams, websockets) outlive their tasks: wait for them,
         // but not past the grace.
@@ -118,6 +122,33 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
 
     /// `SO_ATTACH_REUSEPORT_CBPF` (Linux 4.5).
     static var attachReusePortClassicBPF: CInt { 51 }
+
+    /// Closing a listening socket resets the connections the kernel completed but the server has not accepted yet:
+    /// a balancer that had sent a request on one sees it fail, and will not send a POST again. So first the socket
+    /// drops every new SYN (a filter that keeps nothing: the client's kernel sends it again a second later, finds the
+    /// socket closed, and the balancer tries another instance, nothing sent), and what is queued is accepted; then
+    /// it can close. Waits at most half a second for the queue (`tcpi_unacked` of a listening socket) to empty.
+    private static func stopTakingConnections(on channel: any Channel, logger: Logger) async {
+        guard let socket = channel as? any SocketOptionProvider else { return }
+        let dropEverything = UnsafeMutablePointer<ClassicBPFInstruction>.allocate(capacity: 1)
+        defer { dropEverything.deallocate() }
+        dropEverything.initialize(to: ClassicBPFInstruction(code: 0x06, jt: 0, jf: 0, k: 0))  // BPF_RET | BPF_K: keep 0 bytes
+        do {
+            try await socket.unsafeSetSocketOption(
+                level: .socket, name: NIOBSDSocket.Option(rawValue: SO_ATTACH_FILTER),
+                value: ClassicBPFProgram(length: 1, instructions: dropEverything)
+            ).get()
+            let deadline = ContinuousClock.now + .milliseconds(500)
+            while ContinuousClock.now < deadline {
+                let info: tcp_info = try await socket.unsafeGetSocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_INFO)).get()
+                if info.tcpi_unacked == 0 { return }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            logger.warning("Connections were still queued at the listening socket when it closed: they are reset")
+        } catch {
+            logger.warning("The listening socket could not stop taking connections before it closed: those queued then are reset (\(error))")
+        }
+    }
 }
 
 /// `struct sock_filter` (linux/filter.h).
