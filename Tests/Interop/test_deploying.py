@@ -66,12 +66,20 @@ def test_sigterm_drains_then_ends_streams_and_websockets_spread_over_the_grace(t
         assert time.monotonic() - signalled < 1.5, "the drain delay is not over yet"
 
         # After the delay no new connection is taken; each stream ends at its own moment with a retry: of its own.
-        ends = []
-        for stream in streams:
-            rest = stream.read_to_end(8)
+        ends, endings = [], []
+
+        def read_to_end(stream):
+            endings.append(stream.read_to_end(8))
             ends.append(time.monotonic() - signalled)
-            assert re.search(rb"retry: \d+\n\n", rest), rest
+
+        readers = [threading.Thread(target=read_to_end, args=(stream,)) for stream in streams]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(10)
+        for stream in streams:
             stream.close()
+        assert len(endings) == len(streams) and all(re.search(rb"retry: \d+\n\n", rest) for rest in endings), endings
         with_refusal = False
         try:
             socket.create_connection(("127.0.0.1", foyer.port), timeout=1).close()
@@ -286,6 +294,29 @@ class Subscriber:
             self.titles.append(int(found.group(1)))
 
 
+class SocketSubscriber:
+    """A graphql-transport-ws client through the balancer, subscribed to taskAdded; when its socket closes it
+    connects and subscribes again, keeping the close codes it was given."""
+
+    def __init__(self, port: int, token: str):
+        self.url, self.token = f"ws://127.0.0.1:{port}/graphql", token
+        self.close_codes, self.acknowledged = [], 0
+
+    async def run(self):
+        while True:
+            try:
+                async with connect(self.url, subprotocols=["graphql-transport-ws"]) as ws:
+                    await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {self.token}"}}))
+                    assert json.loads(await ws.recv())["type"] == "connection_ack"
+                    await ws.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
+                    self.acknowledged += 1
+                    await ws.wait_closed()
+                    self.close_codes.append(ws.close_code)
+            except Exception as error:  # a refused upgrade, a close during the handshake: kept, then tried again
+                self.close_codes.append(repr(error))
+            await asyncio.sleep(0.1)
+
+
 def test_a_rolling_restart_under_load_fails_no_request_and_loses_no_event(tmp_path_factory):
     from test_instances import Balancer, fresh_database, request
 
@@ -306,10 +337,12 @@ def test_a_rolling_restart_under_load_fails_no_request_and_loses_no_event(tmp_pa
         token = session_token(balancer)
         path = stream_path(get(balancer.url + "/posts")[1])
         subscribers = [Subscriber(balancer.port, path) for _ in range(300)]
+        sockets = [SocketSubscriber(balancer.port, token) for _ in range(10)]
         loop = asyncio.new_event_loop()
-        following = [loop.create_task(subscriber.run()) for subscriber in subscribers]
+        following = [loop.create_task(subscriber.run()) for subscriber in subscribers + sockets]
         threading.Thread(target=loop.run_forever, daemon=True).start()
         wait_for(lambda: all(subscriber.statuses == [200] for subscriber in subscribers), 20, "every subscriber follows")
+        wait_for(lambda: all(socket.acknowledged == 1 for socket in sockets), 20, "every socket subscribes")
 
         def writer():
             number = 0
@@ -364,6 +397,8 @@ def test_a_rolling_restart_under_load_fails_no_request_and_loses_no_event(tmp_pa
         last = posted[-1]
         wait_for(lambda: all(subscriber.titles and subscriber.titles[-1] == last for subscriber in subscribers), 15,
                  f"every subscriber hears of post {last}")
+        wait_for(lambda: all(socket.acknowledged == len(socket.close_codes) + 1 for socket in sockets), 10,
+                 f"every socket subscribes again: {[(socket.acknowledged, socket.close_codes) for socket in sockets]}")
         loop.call_soon_threadsafe(lambda: [task.cancel() for task in following])
 
         assert failures == [], failures[:10]
@@ -372,6 +407,8 @@ def test_a_rolling_restart_under_load_fails_no_request_and_loses_no_event(tmp_pa
             assert subscriber.titles == posted, f"every post once, in order: {subscriber.titles[:5]}… vs {posted[:5]}…"
             assert subscriber.reloads == 0
             assert all(status == 200 for status in subscriber.statuses), subscriber.statuses
+        for socket_subscriber in sockets:
+            assert socket_subscriber.close_codes and set(socket_subscriber.close_codes) == {1012}, socket_subscriber.close_codes
         reconnects = sorted(moment for subscriber in subscribers for moment in subscriber.reconnects)
         assert len(reconnects) >= len(subscribers), "each subscriber reconnected at least once"
         peak = max(sum(1 for moment in reconnects if start <= moment < start + 1) for start in reconnects)

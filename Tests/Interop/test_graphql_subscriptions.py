@@ -260,3 +260,49 @@ def test_fragmented_messages_are_put_together_up_to_the_size_limit(server):
             return acknowledged, socket.close_code
 
     assert run(talk()) == ("connection_ack", 1009)
+
+
+def test_a_websocket_asked_for_on_a_kept_alive_connection_is_upgraded(server):
+    """A balancer keeping connections to Foyer alive (nginx's `keepalive`) sends an upgrade on a connection that
+    already carried requests: it is upgraded like a first one, not answered as a plain GET."""
+    import base64
+    import os
+    import socket
+
+    token = session_token(server)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+        connection.sendall(b"GET /up HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = connection.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"OK"), first
+        key = base64.b64encode(os.urandom(16)).decode()
+        connection.sendall((
+            "GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+        ).encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += connection.recv(4096)
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        expected = base64.b64encode(__import__("hashlib").sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        assert b"Sec-WebSocket-Accept: " + expected in head and b"Sec-WebSocket-Protocol: graphql-transport-ws" in head, head
+
+        def send(message: dict):
+            payload = json.dumps(message).encode()
+            mask = os.urandom(4)
+            assert len(payload) < 126
+            connection.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+        def receive() -> dict:
+            nonlocal rest
+            while len(rest) < 2 or len(rest) < 2 + (rest[1] & 0x7F):
+                rest += connection.recv(4096)
+            assert rest[0] == 0x81, rest
+            message, rest = json.loads(rest[2:2 + (rest[1] & 0x7F)]), rest[2 + (rest[1] & 0x7F):]
+            return message
+
+        send({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+        assert receive() == {"type": "connection_ack"}
+        # Read on after the first message too (the HTTP side behind the socket asks for no more reads).
+        send({"type": "ping"})
+        assert receive() == {"type": "pong"}

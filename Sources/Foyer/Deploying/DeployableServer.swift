@@ -1,5 +1,6 @@
 import HummingbirdCore
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras
 import NIOPosix
@@ -86,17 +87,19 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
         }
         // The connections handed over to their event loops (streams, websockets) outlive their tasks: wait for them,
         // but not past the grace.
-        let grace = grace
-        let allClosed = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await closed.futureResult.get()) != nil }
-            group.addTask {
-                try? await Task.sleep(for: grace + .seconds(1))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        // Whichever comes first, on the socket's event loop: a future's wait cannot be cancelled.
+        let eventLoop = server.channel.eventLoop
+        let outcome = eventLoop.makePromise(of: Bool.self)
+        let settled = NIOLockedValueBox(false)
+        let settle: @Sendable (Bool) -> Void = { allClosed in
+            if settled.withLockedValue({ done in defer { done = true }; return !done }) { outcome.succeed(allClosed) }
         }
+        let timeout = eventLoop.scheduleTask(in: .milliseconds(Int64((grace + .seconds(1)).seconds * 1000))) { settle(false) }
+        closed.futureResult.whenComplete { _ in
+            timeout.cancel()
+            settle(true)
+        }
+        let allClosed = (try? await outcome.futureResult.get()) ?? false
         if !allClosed { logger.warning("The shutdown grace passed with connections still open: they close with the process") }
     }
 

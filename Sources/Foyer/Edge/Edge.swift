@@ -267,7 +267,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
     func handle(value: Value, logger: Logger) async {
         switch try? await value.negotiated.get() {
         case .http(let http):
-            await HTTPConnection(responder: responder).serve(http, logger: logger)
+            await HTTPConnection(responder: responder, upgrades: KeptAliveUpgrade(webSockets: webSockets)).serve(http, logger: logger)
         case .refusedUpgrade(let http):
             await Self.refuseUpgrade(http)
         case .webSocket, nil:

@@ -218,9 +218,10 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         let upgrade = head.headers["upgrade"]
         let decoderStops = head.method == .CONNECT || head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? head.uri
-        // NIO's upgrader looks at a connection's first request only.
-        let served = decoderStops && requestCount == 1 && head.method == .GET && upgradePaths.contains(path)
-            && upgrade.contains { $0.lowercased().contains("websocket") }
+        // NIO's upgrader looks at a connection's first request only; a later one is upgraded by `KeptAliveUpgrade`
+        // when it offers all a websocket needs (else it is answered, and the connection closes).
+        let served = decoderStops && head.method == .GET && upgradePaths.contains(path) && upgrade.contains { $0.lowercased().contains("websocket") }
+            && (requestCount == 1 || KeptAliveUpgrade.accepts(head) != nil)
         if served {
             upgradeRequested = true
             return

@@ -14,6 +14,8 @@ import Synchronization
 /// Hummingbird's loop would wait on it until the client left.
 struct HTTPConnection {
     let responder: HTTPChannelHandler.Responder
+    /// A websocket asked for after the connection's first request (a balancer's kept-alive connection).
+    let upgrades: KeptAliveUpgrade
 
     func serve(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
         let channel = http.channel
@@ -53,6 +55,11 @@ struct HTTPConnection {
             guard let first = try await parts.next() else { return }
             guard case .head(var head) = first else { throw UnexpectedPart(part: first) }
             while true {
+                if let upgrade = upgrades.accepts(head) {
+                    handover.takeForUpgrade()
+                    upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, dialect: upgrade.dialect)
+                    return
+                }
                 let request = Request(head: head, body: RequestBody(asyncSequence: RequestBodyParts(parts)))
                 try await ConnectionHandover.$current.withValue(handover) {
                     try await responder(request, ResponseWriter(outbound: outbound), channel)
@@ -118,6 +125,9 @@ final class ConnectionHandover: Sendable {
     }
 
     var isTaken: Bool { taken.load(ordering: .acquiring) }
+
+    /// The connection becomes a websocket (`KeptAliveUpgrade`): its task ends without closing it.
+    func takeForUpgrade() { taken.store(true, ordering: .releasing) }
 
     /// Takes the connection over once its response head and opening are written (events written after this go out
     /// after them: the event loop runs what is given to it in order). `onQuiesce` is called on the event loop when

@@ -80,7 +80,12 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
     private var backlog = 0
     private var countedLagging = false
 
-    init(dialect: GraphQLWebSocketDialect, upgradeRequest: Request, controller: GraphQLWebSocketController) {
+    /// Upgraded after other requests (`KeptAliveUpgrade`): the handlers behind it are the finished HTTP side's, which
+    /// pass no read on, so the socket asks for each read itself.
+    private let readsItself: Bool
+
+    init(dialect: GraphQLWebSocketDialect, upgradeRequest: Request, controller: GraphQLWebSocketController, readsItself: Bool = false) {
+        self.readsItself = readsItself
         self.dialect = dialect
         self.upgradeRequest = upgradeRequest
         self.controller = controller
@@ -100,6 +105,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
             }
         }
         ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [self] _ in tick() }
+        if readsItself { context.read() }
         // A socket opened as the server began shutting down ends at once.
         if (try? context.pipeline.syncOperations.handler(type: EdgeTap.self))?.quiescing == true {
             close(Self.serviceRestart, "The server is restarting: reconnect")
@@ -128,6 +134,11 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         stopAllOperations()
         pending = []
         controller.metrics.openWebSockets.decrement()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if readsItself { read(context: context) }
+        context.fireChannelReadComplete()
     }
 
     /// While `connection_init` is checked the client is not read: what it sent meanwhile waits in `pending`, which

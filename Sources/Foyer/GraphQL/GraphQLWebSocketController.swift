@@ -54,11 +54,14 @@ struct GraphQLWebSocketController: Sendable {
         GraphQLWebSocketDialect.chosen(from: upgradeRequest.headers[canonicalForm: "sec-websocket-protocol"].map(String.init))
     }
 
-    /// Serves a connection upgraded for `upgradeRequest`: called on its event loop, once the `101` is written.
-    func serve(_ channel: any Channel, upgradedFor upgradeRequest: HTTPRequestHead) throws {
+    /// Serves a connection upgraded for `upgradeRequest`: called on its event loop, once the `101` is written. The
+    /// socket's handler goes last after NIO's upgrade; after a late one (`KeptAliveUpgrade`), right after `previous`,
+    /// the frame codec's last handler, ahead of the HTTP side's.
+    func serve(_ channel: any Channel, upgradedFor upgradeRequest: HTTPRequestHead, afterKeptAlive previous: ChannelHandler? = nil) throws {
         guard let dialect = Self.dialect(of: upgradeRequest) else { throw ChannelError.inappropriateOperationForState }
         let request = Request(head: try HTTPRequest(upgradeRequest, secure: false, splitCookie: false), body: .init(buffer: ByteBuffer()))
-        try channel.pipeline.syncOperations.addHandler(GraphQLSocket(dialect: dialect, upgradeRequest: request, controller: self))
+        let socket = GraphQLSocket(dialect: dialect, upgradeRequest: request, controller: self, readsItself: previous != nil)
+        try channel.pipeline.syncOperations.addHandler(socket, position: previous.map { .after($0) } ?? .last)
     }
 
     /// The identity a `connection_init` payload names, else the one the upgrade request carried.
