@@ -39,6 +39,8 @@ struct TestHarness {
         config.demoAccount = nil
         config.logLevel = .warning
         config.port = 0  // live tests: any free port
+        // A live test's server stops at once: its streams and websockets end together, not spread over 30 s.
+        config.deploy.shutdownGrace = .zero
         // Mail the app writes without SMTP: into a folder of the test's own, not the package's.
         config.mail.folder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-test-mail").path
         configure(&config)
