@@ -86,8 +86,8 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
             }
         }
         // The connections handed over to their event loops (streams, websockets) outlive their tasks: wait for them,
-        // but not past the grace.
-        // Whichever comes first, on the socket's event loop: a future's wait cannot be cancelled.
+        // but not past the grace, whichever comes first (settled on the socket's event loop: a future's wait cannot
+        // be cancelled, so racing it in a task group would wait for it anyway).
         let eventLoop = server.channel.eventLoop
         let outcome = eventLoop.makePromise(of: Bool.self)
         let settled = NIOLockedValueBox(false)
