@@ -55,6 +55,9 @@ import Testing
         let second = try await Store.reopen(first)
         let (storeA, storeB) = (try #require(first.postgres), try #require(second.postgres))
         let (a, b) = (ClusterLeadership(store: storeA, logger: Self.quiet), ClusterLeadership(store: storeB, logger: Self.quiet))
+        let tookTheLead = Heard()
+        a.whenLeading { tookTheLead.append("a") }
+        b.whenLeading { tookTheLead.append("b") }
         let (runningA, runningB) = (Task { await a.run() }, Task { await b.run() })
         defer {
             runningA.cancel()
@@ -69,6 +72,8 @@ import Testing
         leaderStore.close()
         try await eventually(within: .seconds(10)) { follower.isLeader }
         #expect(!leader.isLeader)
+        // Each takes the lead once, and says so (open task pages then load their tasks again).
+        #expect(tookTheLead.items.sorted() == ["a", "b"])
     }
 
     @Test func aSessionRevokedOnOneInstanceLeavesTheOthersCacheAndEndsWhatItHoldsOpenThere() async throws {

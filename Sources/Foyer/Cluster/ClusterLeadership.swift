@@ -17,6 +17,7 @@ final class ClusterLeadership: Service, Sendable {
     private let store: PostgresStore
     private let logger: Logger
     private let leading = NIOLockedValueBox(false)
+    private let onLeading = NIOLockedValueBox<[@Sendable () -> Void]>([])
 
     init(store: PostgresStore, logger: Logger) {
         self.store = store
@@ -25,6 +26,10 @@ final class ClusterLeadership: Service, Sendable {
 
     /// Exactly one instance's says yes while they all reach the database.
     var isLeader: Bool { leading.withLockedValue { $0 } }
+
+    /// `handler` runs each time this instance takes the lead: what happened between the last leader's going and now
+    /// was acted on by no one.
+    func whenLeading(_ handler: @escaping @Sendable () -> Void) { onLeading.withLockedValue { $0.append(handler) } }
 
     func run() async {
         await cancelWhenGracefulShutdown {
@@ -61,6 +66,7 @@ final class ClusterLeadership: Service, Sendable {
                 if try won.first?.decode(Bool.self) == true {
                     leading.withLockedValue { $0 = true }
                     logger.info("This instance now acts for all on the remote task server's events")
+                    for handler in onLeading.withLockedValue({ $0 }) { handler() }
                 }
             }
             try await Task.sleep(for: Self.retry)

@@ -34,6 +34,9 @@ struct TasksFeature {
         var speaksForTheUpstream: (@Sendable () -> Bool)?
         if upstream != nil { speaksForTheUpstream = { upstreamLeadership?.isLeader ?? true } }
         TaskPages(streams: app.streams, fragments: fragments, speaksForTheUpstream: speaksForTheUpstream).follow(changes)
+        // Upstream events that came while no instance led (the last leader stopped, this one had not yet taken over)
+        // reached no page: open task pages load their tasks again.
+        upstreamLeadership?.whenLeading { [streams = app.streams] in streams.broadcastReload(on: .tasks) }
         var executor: any GraphQLExecutor
         let answers: QueryAnswers
         if let upstream {
