@@ -66,6 +66,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Deploying") var deploy: DeployOptions
 
+    @OptionGroup(title: "HTTPS") var https: HTTPSOptions
+
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
 
@@ -313,6 +315,9 @@ struct Serve: AsyncParsableCommand {
         }
         config.mail = try mail.settings(environment: environment)
         config.deploy = try deploy.settings(environment: environment)
+        config.https = try https.settings(environment: environment)
+        // Served over HTTPS, cookies are Secure (they are also when a balancer says it terminated TLS).
+        if config.https.isOn { config.secureCookies = true }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         // Libraries that report through swift-metrics land in the same scrape as Foyer's own metrics.
         let metrics = FoyerMetrics()

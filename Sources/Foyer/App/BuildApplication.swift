@@ -38,14 +38,25 @@ public func buildApplication(
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
+    let certificates = try config.https.certificateFile.map { certificate in
+        do {
+            return try CertificateFiles(certificate: certificate, key: config.https.keyFile ?? "", logger: logger)
+        } catch {
+            throw StartupError("--tls-certificate, --tls-key: \(error)")
+        }
+    }
+    let http1 = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
+    )
     let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel = { responder in
-        EdgeGuardedChannel(
-            responder: responder,
-            http1: .init(
-                additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout,
-                httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
-            ),
-            webSockets: webSockets, edge: edge
+        EdgeGuardedChannel(responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates)
+    }
+    let redirect = config.https.plainHTTPPort.map { port in
+        (
+            listener: DeployableServer<EdgeGuardedChannel>.Listener.address(host: config.hostname, port: port),
+            channel: EdgeGuardedChannel(
+                responder: HTTPSRedirect.responder(httpsPort: config.port), http1: http1, webSockets: webSockets, edge: edge, servesWebSockets: false
+            )
         )
     }
     let application = Application(
@@ -63,7 +74,8 @@ public func buildApplication(
         backlog: Int32(EdgeSettings.listenBacklog),
         open: { [streams = app.streams] in
             ["connections": "\(edge.connections.openCount)", "event_streams": "\(streams.subscriberCount)"]
-        }
+        },
+        certificates: certificates, redirect: redirect
     )
 }
 

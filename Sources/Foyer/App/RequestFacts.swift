@@ -31,9 +31,10 @@ extension Request {
         return type.hasPrefix("application/json") || type.contains("+json")
     }
 
-    /// Served over https, as the load balancer that terminates TLS in front of us says.
+    /// Served over https: by Foyer itself, or as the load balancer that terminates TLS in front of us says.
     var cameOverHTTPS: Bool {
-        headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
+        head.scheme == "https"
+            || headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
     }
 
     /// This server as the client reached it: the scheme the load balancer saw, and the Host header.

@@ -118,6 +118,8 @@ public struct FoyerConfig: Sendable {
     public var pushNotifyTasks: Bool?
     /// The drain on SIGTERM and the listening socket (`Deploying/DeployOptions`).
     public var deploy = DeploySettings()
+    /// HTTPS from certificate files and the plain-HTTP port's redirect (`HTTPS/HTTPSOptions`).
+    public var https = HTTPSSettings()
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

@@ -21,6 +21,10 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
     let backlog: Int32
     /// What is open now, for the drain's log lines.
     let open: @Sendable () -> Logger.Metadata
+    /// HTTPS: the certificate files, watched for changes while the server runs.
+    let certificates: CertificateFiles?
+    /// HTTPS: the plain-HTTP port and what answers there (the redirect to https://).
+    let redirect: (listener: DeployableServer<EdgeGuardedChannel>.Listener, channel: EdgeGuardedChannel)?
 
     public var responder: Responder { base.responder }
     public var server: HTTPServerBuilder { base.server }
@@ -66,8 +70,15 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
             backlog: backlog, grace: drain.settings.shutdownGrace, eventLoopGroup: eventLoopGroup, logger: logger,
             onListening: { channel in await base.onServerRunning(channel) }
         )
-        // The server last: it is the first told to stop, and the services it uses go on until it has.
-        let group = ServiceGroup(configuration: .init(services: services + [dates, server], logger: logger))
+        let redirecting = redirect.map { redirect in
+            DeployableServer(
+                childChannel: redirect.channel, listener: redirect.listener, backlog: backlog, grace: drain.settings.shutdownGrace,
+                eventLoopGroup: eventLoopGroup, logger: logger, onListening: { _ in }
+            )
+        }
+        // The servers last: they are the first told to stop, and the services they use go on until they have.
+        let ownServices: [any Service] = [dates] + (certificates.map { [$0] } ?? []) + (redirecting.map { [$0] } ?? []) + [server]
+        let group = ServiceGroup(configuration: .init(services: services + ownServices, logger: logger))
         let signals = Task { await Self.drainOnSignals(drain: drain, logger: logger, open: open) { await group.triggerGracefulShutdown() } }
         defer { signals.cancel() }
         try await group.run()

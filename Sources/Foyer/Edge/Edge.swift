@@ -8,6 +8,7 @@ import NIOWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Synchronization
 
 /// What the edge refuses, each with the status a client gets (in JSON or HTML, as far as its request line said which).
@@ -193,6 +194,10 @@ struct EdgeGuardedChannel: ServerChildChannel {
     let http1: HTTP1Channel.Configuration
     let webSockets: GraphQLWebSocketController
     let edge: Edge
+    /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts.
+    var tls: CertificateFiles? = nil
+    /// False on the plain-HTTP port beside HTTPS: no websocket there, only the redirect.
+    var servesWebSockets = true
     /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
     static let upgradePaths: Set<String> = [GraphQLWebSocketController.path]
 
@@ -210,17 +215,25 @@ struct EdgeGuardedChannel: ServerChildChannel {
         channel.eventLoop.makeCompletedFuture {
             let operations = channel.pipeline.syncOperations
             let tap = EdgeTap(edge: edge)
-            try operations.addHandler(tap, position: .first)
+            if let tls {
+                let decryption = NIOSSLServerHandler(context: tls.context)
+                try operations.addHandler(decryption, position: .first)
+                try operations.addHandler(tap, position: .after(decryption))
+            } else {
+                try operations.addHandler(tap, position: .first)
+            }
             let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
             let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try operations.addHandler(EdgeRequests(edge: edge, tap: tap, upgradePaths: Self.upgradePaths), position: .after(decoder))
+            try operations.addHandler(
+                EdgeRequests(edge: edge, tap: tap, upgradePaths: servesWebSockets ? Self.upgradePaths : []), position: .after(decoder)
+            )
             return Value(negotiated: negotiated, channel: channel)
         }
     }
 
     /// Hummingbird's HTTP/1.1 pipeline when the first request is not an upgrade; a websocket's when it is one we serve.
     private func pipelineConfiguration(logger: Logger) -> NIOUpgradableHTTPServerPipelineConfiguration<Negotiated> {
-        let (http1, webSockets) = (http1, webSockets)
+        let (http1, webSockets, secure) = (http1, webSockets, tls != nil)
         let upgradeRefused = NIOLockedValueBox(false)
         let upgrader = NIOTypedWebSocketServerUpgrader<Negotiated>(
             maxFrameSize: GraphQLController.maximumBodySize,
@@ -241,10 +254,10 @@ struct EdgeGuardedChannel: ServerChildChannel {
                 }
             }
         )
-        let upgrades = NIOTypedHTTPServerUpgradeConfiguration<Negotiated>(upgraders: [upgrader]) { channel in
+        let upgrades = NIOTypedHTTPServerUpgradeConfiguration<Negotiated>(upgraders: servesWebSockets ? [upgrader] : []) { channel in
             channel.eventLoop.makeCompletedFuture {
                 let operations = channel.pipeline.syncOperations
-                try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                try operations.addHandler(HTTP1ToHTTPServerCodec(secure: secure))
                 try operations.addHandlers(http1.additionalChannelHandlers())
                 try operations.addHandler(HTTPConnectionStateHandler(idleTimeout: http1.idleTimeout.map { .init($0) }, logger: logger))
                 let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
@@ -267,7 +280,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
     func handle(value: Value, logger: Logger) async {
         switch try? await value.negotiated.get() {
         case .http(let http):
-            await HTTPConnection(responder: responder, upgrades: KeptAliveUpgrade(webSockets: webSockets)).serve(http, logger: logger)
+            await HTTPConnection(responder: responder, upgrades: servesWebSockets ? KeptAliveUpgrade(webSockets: webSockets) : nil).serve(http, logger: logger)
         case .refusedUpgrade(let http):
             await Self.refuseUpgrade(http)
         case .webSocket, nil:

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOSSL
 import Synchronization
 
 /// One HTTP/1 connection's requests, read and answered in turn by the connection's task: Hummingbird's own loop
@@ -14,8 +15,9 @@ import Synchronization
 /// Hummingbird's loop would wait on it until the client left.
 struct HTTPConnection {
     let responder: HTTPChannelHandler.Responder
-    /// A websocket asked for after the connection's first request (a balancer's kept-alive connection).
-    let upgrades: KeptAliveUpgrade
+    /// A websocket asked for after the connection's first request (a balancer's kept-alive connection); nil where
+    /// no websocket is served.
+    let upgrades: KeptAliveUpgrade?
 
     func serve(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
         let channel = http.channel
@@ -55,7 +57,7 @@ struct HTTPConnection {
             guard let first = try await parts.next() else { return }
             guard case .head(var head) = first else { throw UnexpectedPart(part: first) }
             while true {
-                if let upgrade = upgrades.accepts(head) {
+                if let upgrades, let upgrade = upgrades.accepts(head) {
                     handover.takeForUpgrade()
                     upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, dialect: upgrade.dialect)
                     return
@@ -138,7 +140,10 @@ final class ConnectionHandover: Sendable {
         let (channel, connection) = (channel, HandedOverConnection(onQuiesce: onQuiesce))
         channel.eventLoop.execute {
             let operations = channel.pipeline.syncOperations
-            guard channel.isActive, (try? operations.addHandler(connection, position: .first)) != nil else { return }
+            // First, or right after TLS: what it writes must still be encrypted.
+            let position: ChannelPipeline.SynchronousOperations.Position =
+                if let tls = try? operations.handler(type: NIOSSLServerHandler.self) { .after(tls) } else { .first }
+            guard channel.isActive, (try? operations.addHandler(connection, position: position)) != nil else { return }
             // Nothing more is parsed as HTTP: the decoder and its buffers go.
             if let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
                 operations.removeHandler(context: decoder, promise: nil)
