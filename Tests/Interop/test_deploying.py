@@ -112,6 +112,22 @@ def test_a_second_signal_ends_the_process_at_once(tmp_path):
         foyer.stop()
 
 
+def test_ctrl_c_stops_at_once_whatever_the_drain_settings(tmp_path):
+    """SIGINT is a person at a terminal, not a deploy: no drain delay, open streams end together."""
+    foyer = RunningServer(tmp_path, extra_env={"FOYER_DRAIN_DELAY": "30", "FOYER_SHUTDOWN_GRACE": "30"})
+    try:
+        stream = RawStream(foyer, stream_path(get(foyer.url + "/posts")[1]))
+        stream.read_until(b": posts\n\n")
+        started = time.monotonic()
+        foyer.process.send_signal(signal.SIGINT)
+        assert re.search(rb"retry: \d+\n\n", stream.read_to_end(5))
+        assert foyer.process.wait(timeout=5) == 0
+        assert time.monotonic() - started < 5
+        stream.close()
+    finally:
+        foyer.stop()
+
+
 class TightLoop:
     """Clients each opening a new connection for every request, as fast as they can, counting what failed."""
 

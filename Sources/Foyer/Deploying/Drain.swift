@@ -20,8 +20,14 @@ final class Drain: Sendable {
     /// When the signal came.
     var beganAt: ContinuousClock.Instant? { began.withLock { $0 } }
 
-    func begin() {
+    /// Set by `begin(atOnce: true)` (Ctrl-C): long-lived connections end without waiting their turn.
+    private let atOnce = Atomic<Bool>(false)
+
+    /// `atOnce`: a person stopping the server by hand (SIGINT), not a deploy: nothing waits for a balancer or spreads
+    /// reconnects.
+    func begin(atOnce: Bool = false) {
         began.withLock { $0 = $0 ?? .now }
+        if atOnce { self.atOnce.store(true, ordering: .relaxed) }
         draining.store(true, ordering: .relaxed)
     }
 
@@ -29,7 +35,7 @@ final class Drain: Sendable {
     /// nine tenths of the grace (the rest leaves the last ones time to close before the process exits).
     func endingDelay() -> TimeAmount {
         let spread = settings.shutdownGrace.components.seconds * 1_000 + settings.shutdownGrace.components.attoseconds / 1_000_000_000_000_000
-        guard spread > 0 else { return .zero }
+        guard spread > 0, !atOnce.load(ordering: .relaxed) else { return .zero }
         return .milliseconds(Int64.random(in: 0...(spread * 9 / 10)))
     }
 

@@ -98,14 +98,19 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
                 logger.notice("\(signal) again: stopping at once")
                 exit(1)
             }
+            // SIGTERM is a deploy's (a balancer to wait for, reconnects to spread); SIGINT is Ctrl-C in a terminal:
+            // requests under way finish, and nothing else is waited for.
+            let byHand = signal == .sigint
             let settings = drain.settings
             logger.info(
-                "\(signal): draining. /healthz answers 503; requests are served for the drain delay, then the socket closes",
-                metadata: ["drain_delay": "\(settings.drainDelay)", "shutdown_grace": "\(settings.shutdownGrace)"].merging(open()) { $1 }
+                byHand
+                    ? "\(signal): stopping; requests under way finish"
+                    : "\(signal): draining. /healthz answers 503; requests are served for the drain delay, then the socket closes",
+                metadata: ["drain_delay": "\(byHand ? .zero : settings.drainDelay)", "shutdown_grace": "\(settings.shutdownGrace)"].merging(open()) { $1 }
             )
-            drain.begin()
+            drain.begin(atOnce: byHand)
             stopping = Task {
-                try? await Task.sleep(for: settings.drainDelay)
+                if !byHand { try? await Task.sleep(for: settings.drainDelay) }
                 logger.info("Drain delay over: no new connections; streams and websockets end spread over the grace", metadata: open())
                 await stop()
             }
