@@ -103,8 +103,15 @@ def listening_sockets(port: int) -> int:
     return sum(1 for row in rows if row[1].endswith(f":{port:04X}") and row[3] == "0A")
 
 
+started: list[subprocess.Popen] = []
+
+
 def fail(message: str):
+    """Says why, stops the new Foyer if this script started one (bench-live cannot know its pid then), exits 1."""
     print(f"drain-load: {message}", file=sys.stderr)
+    for process in started:
+        if process.poll() is None:
+            process.kill()
     sys.exit(1)
 
 
@@ -139,6 +146,7 @@ async def main():
     writer = asyncio.create_task(make_changes(changes_done))
     await asyncio.sleep(1)
     new = subprocess.Popen(new_command, stdout=open(new_log, "w"), stderr=subprocess.STDOUT)
+    started.append(new)
     deadline = time.monotonic() + 30
     while listening_sockets(port) < 2:
         if new.poll() is not None or time.monotonic() > deadline:
