@@ -110,14 +110,8 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
     /// beside the old. Alone (index 0), the kernel finds no socket at 1 and spreads as usual.
     private static func takeNewConnections(on channel: any Channel, logger: Logger) async {
         guard let socket = channel as? any SocketOptionProvider else { return }
-        let program = UnsafeMutablePointer<ClassicBPFInstruction>.allocate(capacity: 1)
-        defer { program.deallocate() }
-        program.initialize(to: ClassicBPFInstruction(code: 0x06, jt: 0, jf: 0, k: 1))  // BPF_RET | BPF_K: 1
         do {
-            try await socket.unsafeSetSocketOption(
-                level: .socket, name: NIOBSDSocket.Option(rawValue: Self.attachReusePortClassicBPF),
-                value: ClassicBPFProgram(length: 1, instructions: program)
-            ).get()
+            try await attachProgram(returning: 1, as: Self.attachReusePortClassicBPF, to: socket)
         } catch {
             logger.warning("New connections could not be steered to this instance: an instance it replaces may reset some as it stops (\(error))")
         }
@@ -133,14 +127,8 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
     /// it can close. Waits at most half a second for the queue (`tcpi_unacked` of a listening socket) to empty.
     private static func stopTakingConnections(on channel: any Channel, logger: Logger) async {
         guard let socket = channel as? any SocketOptionProvider else { return }
-        let dropEverything = UnsafeMutablePointer<ClassicBPFInstruction>.allocate(capacity: 1)
-        defer { dropEverything.deallocate() }
-        dropEverything.initialize(to: ClassicBPFInstruction(code: 0x06, jt: 0, jf: 0, k: 0))  // BPF_RET | BPF_K: keep 0 bytes
         do {
-            try await socket.unsafeSetSocketOption(
-                level: .socket, name: NIOBSDSocket.Option(rawValue: SO_ATTACH_FILTER),
-                value: ClassicBPFProgram(length: 1, instructions: dropEverything)
-            ).get()
+            try await attachProgram(returning: 0, as: SO_ATTACH_FILTER, to: socket)  // a socket filter keeping 0 bytes
             let deadline = ContinuousClock.now + .milliseconds(500)
             while ContinuousClock.now < deadline {
                 let info: tcp_info = try await socket.unsafeGetSocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_INFO)).get()
@@ -152,6 +140,17 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
             logger.warning("The listening socket could not stop taking connections before it closed: those queued then are reset (\(error))")
         }
     }
+}
+
+/// Attaches a classic BPF program of one instruction, `BPF_RET | BPF_K` with `value`, as socket option `option`
+/// (`SO_ATTACH_FILTER`: the bytes of a packet kept; `SO_ATTACH_REUSEPORT_CBPF`: the socket of the group picked).
+private func attachProgram(returning value: UInt32, as option: CInt, to socket: any SocketOptionProvider) async throws {
+    let instruction = UnsafeMutablePointer<ClassicBPFInstruction>.allocate(capacity: 1)
+    defer { instruction.deallocate() }
+    instruction.initialize(to: ClassicBPFInstruction(code: 0x06, jt: 0, jf: 0, k: value))
+    try await socket.unsafeSetSocketOption(
+        level: .socket, name: NIOBSDSocket.Option(rawValue: option), value: ClassicBPFProgram(length: 1, instructions: instruction)
+    ).get()
 }
 
 /// `struct sock_filter` (linux/filter.h).

@@ -34,7 +34,7 @@ final class Drain: Sendable {
     /// When one long-lived connection should end, from the moment the server stops accepting: anywhere in the first
     /// nine tenths of the grace (the rest leaves the last ones time to close before the process exits).
     func endingDelay() -> TimeAmount {
-        let spread = settings.shutdownGrace.components.seconds * 1_000 + settings.shutdownGrace.components.attoseconds / 1_000_000_000_000_000
+        let spread = Int64(settings.shutdownGrace.seconds * 1_000)
         guard spread > 0, !atOnce.load(ordering: .relaxed) else { return .zero }
         return .milliseconds(Int64.random(in: 0...(spread * 9 / 10)))
     }
