@@ -156,6 +156,37 @@ import Glibc
         #expect(streams.channel(.posts).subscriberCount == 0)
     }
 
+    /// One connection can follow several streams (a browser's tabs share one): each event, replayed or followed,
+    /// comes after `event: <its stream's signed name>`, the connection has one heartbeat, and the end of any one ends
+    /// all of them.
+    @Test func oneConnectionFollowsSeveralStreamsNamingEachEvent() async throws {
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        streams.broadcast("<p>one</p>", on: .posts)
+        streams.broadcast("<p>two</p>", on: .posts)
+        let (posts, tasks) = (String(streams.path(of: .posts).dropFirst("/streams/".count)), String(streams.path(of: .tasks).dropFirst("/streams/".count)))
+        let connection = NIOAsyncTestingChannel()
+        try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        let collected = NIOLockedValueBox(ByteBuffer())
+        let serving = Task {
+            var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
+            try await streams.serve([(.posts, "\(streams.epoch)-1"), (.tasks, nil)], named: true, on: connection, to: &writer)
+        }
+        try await eventually { streams.channel(.posts).followedCount == 1 && streams.channel(.tasks).followedCount == 1 }
+        let opening = collected.withLockedValue { String(buffer: $0) }
+        #expect(opening == "retry: 2000\n: posts tasks\n\nevent: \(posts)\nid: \(streams.epoch)-2\ndata: <p>two</p>\n\n")
+        streams.broadcast("<p>a task</p>", on: .tasks)
+        #expect(try await Self.body(connection) == "event: \(tasks)\nid: \(streams.epoch)-1\ndata: <p>a task</p>\n\n")
+        streams.broadcast("<p>three</p>", on: .posts)
+        #expect(try await Self.body(connection) == "event: \(posts)\nid: \(streams.epoch)-3\ndata: <p>three</p>\n\n")
+        streams.heartbeat()
+        #expect(try await Self.body(connection) == ": heartbeat\n\n")
+        streams.channel(.tasks).end(subscriber: 1)  // as its session's ending does
+        try await serving.value
+        #expect(collected.withLockedValue { String(buffer: $0) }.hasSuffix("event: signed-out\ndata: /sign_in\n\n"))
+        #expect(try await connection.readOutbound(as: HTTPResponsePart.self) == nil, "one heartbeat for the connection, not one per stream")
+        #expect(streams.channel(.posts).subscriberCount == 0 && streams.channel(.tasks).subscriberCount == 0)
+    }
+
     /// A followed connection that closes ends its subscription at once, with no event needed to find out.
     @Test func aClosedConnectionEndsItsFollowing() async throws {
         let channel = LiveChannel()
@@ -221,6 +252,38 @@ import Glibc
                 #expect(response.status == .forbidden)
             }
         }
+    }
+
+    /// `GET /streams?follow=…` takes each stream's signed name and where its page is; the names are checked as on
+    /// one stream's path, a task stream still needs a sign-in, and a request that names none or one twice is refused.
+    @Test func severalStreamsAreFollowedOnOneConnection() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let tasks = try await client.execute(uri: "/tasks", method: .get, headers: bearer(token).merging(browserHeaders)) { try Self.streamName(in: $0.text) }
+            let (posts, position) = try await client.execute(uri: "/posts", method: .get, headers: browserHeaders) { response in
+                (try Self.streamName(in: response.text), try #require(response.text.firstMatch(of: /data-last-event-id="([^"]+)"/)?.1))
+            }
+            let port = try #require(client.port)
+            let both = "/streams?follow=\(posts)%3A\(position)&follow=\(tasks)"
+            let stream = try RawStream(port: port, path: both, headers: ["Authorization: Bearer \(token)"])
+            #expect(try stream.read(until: ": posts tasks\n").contains("200 OK"))
+            _ = try await createPost(client, token: token, title: "Seen on both")
+            #expect(try stream.read(until: "</turbo-stream>").contains("event: \(posts)\nid: "))
+
+            for (path, status) in [
+                (both, HTTPResponse.Status.unauthorized), ("/streams?follow=\(posts)&follow=\(posts)", .badRequest), ("/streams", .badRequest),
+                ("/streams?follow=\(posts.dropLast())", .forbidden),
+            ] {
+                try await client.execute(uri: path, method: .get, headers: [.accept: "text/event-stream"]) { response in
+                    #expect(response.status == status, "\(path)")
+                }
+            }
+        }
+    }
+
+    static func streamName(in html: String) throws -> String {
+        String(try streamPath(in: html).dropFirst("/streams/".count))
     }
 
     @Test func pagesEmbedTheirSignedStreamAndALiveFrame() async throws {

@@ -11,6 +11,7 @@ struct LiveStreamController {
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/streams/{name}", use: subscribe)
+        router.get("/streams", use: subscribeToSeveral)
     }
 
     @Sendable func subscribe(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -23,6 +24,36 @@ struct LiveStreamController {
         // last event it applied in the query.
         let reconnected = request.headers[.lastEventID]
         let lastEventID = reconnected ?? request.uri.queryParameters["last_event_id"].map(String.init)
+        return eventStream(following: [(stream, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
+    }
+
+    /// `GET /streams?follow={signed name}:{last event id}&follow=…`: several streams on one connection, each event
+    /// after `event: {signed name}`. A browser's tabs share one (Public/live.js): HTTP/1.1 gives a browser six
+    /// connections to a site, and a connection per tab would take them all. The page that holds it reconnects by
+    /// itself, saying where each stream is (`reconnect=1` counts it as a reconnect), so `Last-Event-ID` is not read.
+    @Sendable func subscribeToSeveral(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let follows = request.uri.queryParameters[values: "follow"]
+        guard !follows.isEmpty else {
+            throw AppError(.badRequest, title: "No stream named", message: "Name each stream to follow as follow={signed name}:{last event id}.")
+        }
+        var following: [(stream: LiveStreams.Stream, lastEventID: String?)] = []
+        for follow in follows {
+            let (signed, lastEventID) = follow.firstIndex(of: ":").map { (follow[..<$0], String(follow[follow.index(after: $0)...])) } ?? (follow, nil)
+            guard let stream = streams.stream(signedName: String(signed)) else {
+                throw AppError(.forbidden, title: "Unknown stream", message: "This stream name was not signed by this server.")
+            }
+            guard !following.contains(where: { $0.stream == stream }) else {
+                throw AppError(.badRequest, title: "Stream named twice", message: "Each stream is followed once per connection.")
+            }
+            if stream.requiresSignIn { _ = try context.requireIdentity() }
+            following.append((stream, lastEventID.flatMap { $0.isEmpty ? nil : $0 }))
+        }
+        return eventStream(following: following, named: true, reconnected: request.uri.queryParameters["reconnect"] == "1", context: context)
+    }
+
+    private func eventStream(following: [(stream: LiveStreams.Stream, lastEventID: String?)], named: Bool, reconnected: Bool, context: FoyerRequestContext)
+        -> Response
+    {
         let (streams, open, holds) = (streams, metrics.openEventStreams, holds)
         let session = context.identity?.session
         // Events go straight to the connection; the router test client's channel is a stand-in that drops them.
@@ -36,7 +67,7 @@ struct LiveStreamController {
             ],
             body: ResponseBody { writer in
                 try await streams.serve(
-                    stream, lastEventID: lastEventID, reconnected: reconnected != nil, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
+                    following, named: named, reconnected: reconnected, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
                     open: open, on: connection, to: &writer
                 )
             }

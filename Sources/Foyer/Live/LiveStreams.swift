@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
 import Prometheus
@@ -30,6 +31,7 @@ final class LiveStreams: Sendable {
     private let channels: [Stream: LiveChannel]
     /// Signed once: pages embed them on every render.
     private let paths: [Stream: String]
+    private let namings: [Stream: Naming]
 
     /// An event stream that reconnected by itself (EventSource's `Last-Event-ID` header: after a restart, a deploy,
     /// a network change): it got the events it missed (`replayed`, none when it missed none), or its live frame
@@ -48,7 +50,9 @@ final class LiveStreams: Sendable {
         self.resumed = resumed
         epoch = journal?.epoch ?? String(UInt32.random(in: .min ... .max), radix: 36)
         channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
-        paths = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, "/streams/" + names.signed($0.rawValue)) })
+        let signedNames = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, names.signed($0.rawValue)) })
+        paths = signedNames.mapValues { "/streams/" + $0 }
+        namings = signedNames.mapValues(Naming.init(signedName:))
     }
 
     func channel(_ stream: Stream) -> LiveChannel { channels[stream]! }
@@ -82,67 +86,110 @@ final class LiveStreams: Sendable {
     var subscriberCount: Int { channels.values.reduce(0) { $0 + $1.subscriberCount } }
     func closeAll() { for channel in channels.values { channel.close() } }
 
-    /// Writes `stream` to one subscriber as server-sent events until it goes away, lags too far behind, the
-    /// server shuts down, or the session that opened it ends. `lastEventID` resumes a reconnect: the missed events
-    /// from the window, or a reload. `heldBy`: takes the stream's ending and gives back what releases the hold.
-    /// `open` counts it while it lasts. The opening and any replay go through `writer`; from then on events are
-    /// written by the channel's fan-out straight to `connection` (the channel the response is written on), so a
-    /// change wakes no task per subscriber. When the connection can be handed over (`ConnectionHandover`, set by
-    /// Foyer's HTTP loop) this returns at once and the connection's task ends: an idle stream then holds no task at
-    /// all, and its ending (a last event, the response's end, the close) is written from the event loop.
+    /// Writes `stream` to one subscriber as server-sent events, as Turbo's `connectStreamSource` reads them.
     func serve(
         _ stream: Stream, lastEventID: String?, reconnected: Bool = false, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
         open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
-        let channel = channel(stream)
-        let subscriber = channel.subscribe()
-        let release = hold?({ channel.end(subscriber: subscriber) })
+        try await serve([(stream, lastEventID)], named: false, reconnected: reconnected, heldBy: hold, open: open, on: connection, to: &writer)
+    }
+
+    /// Writes `followed` streams to one subscriber as server-sent events on one connection, until it goes away, lags
+    /// too far behind on any of them, the server shuts down, or the session that opened it ends. `named`: each event
+    /// says the stream it belongs to (`event: <signed name>`), which a connection following several needs (a browser
+    /// whose tabs share one connection, Public/live.js); a single stream's events are plain `message`s as Turbo reads
+    /// them. Each `lastEventID` resumes that stream: the missed events from the window, or a reload. `heldBy`: takes
+    /// the connection's ending and gives back what releases the hold. `open` counts it while it lasts. The opening
+    /// and any replay go through `writer`; from then on events are written by each channel's fan-out straight to
+    /// `connection` (the channel the response is written on), so a change wakes no task per subscriber. When the
+    /// connection can be handed over (`ConnectionHandover`, set by Foyer's HTTP loop) this returns at once and the
+    /// connection's task ends: an idle stream then holds no task at all, and its ending (a last event, the
+    /// response's end, the close) is written from the event loop.
+    func serve(
+        _ followed: [(stream: Stream, lastEventID: String?)], named: Bool, reconnected: Bool = false,
+        heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
+        open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
+    ) async throws {
+        let subscriptions = followed.map { followed in
+            let channel = channel(followed.stream)
+            return Subscription(stream: followed.stream, channel: channel, subscriber: channel.subscribe())
+        }
+        let release = hold?({ for subscription in subscriptions { subscription.channel.end(subscriber: subscription.subscriber) } })
         open?.increment()
         let done: @Sendable () -> Void = {
             release?()
-            channel.unsubscribe(subscriber)
+            for subscription in subscriptions { subscription.channel.unsubscribe(subscription.subscriber) }
             open?.decrement()
         }
-        let cursor: UInt64
+        var opening = ByteBuffer(string: "retry: 2000\n: \(followed.map(\.stream.rawValue).joined(separator: " "))\n\n")
+        var cursors: [UInt64] = []
+        for (subscription, followed) in zip(subscriptions, followed) {
+            let (events, cursor, outcome) = resume(subscription.stream, from: followed.lastEventID)
+            for event in events { opening.writeImmutableBuffer(named ? self.named(subscription.stream).plain.frame(event) : event) }
+            cursors.append(cursor)
+            if reconnected, let outcome { resumed(outcome) }
+        }
         do {
-            cursor = try await writeOpening(of: stream, resuming: lastEventID, reconnected: reconnected, to: &writer)
+            try await writer.write(opening)
         } catch {
             done()
             throw error
         }
+        // One heartbeat per connection, not one per stream it follows.
+        func following(_ index: Int, write: @escaping @Sendable (ByteBuffer) -> Void, flush: (@Sendable () -> Void)?, framing: LiveChannel.Connection.Framing?)
+            -> LiveChannel.Connection
+        {
+            LiveChannel.Connection(channel: connection, write: write, flush: flush, heartbeat: index == 0 ? Self.heartbeatComment : nil, framing: framing)
+        }
         if let handover = ConnectionHandover.current {
             let drain = drain
-            // On a graceful shutdown each stream ends at its own moment of the grace, so that its browser's reconnect
-            // (to another instance) is not one of thousands in the same second.
+            // On a graceful shutdown each connection ends at its own moment of the grace, so that its browser's
+            // reconnect (to another instance) is not one of thousands in the same second.
             let handedOver = handover.take {
                 connection.eventLoop.scheduleTask(in: drain.endingDelay()) {
-                    channel.stop(subscriber: subscriber, on: connection.eventLoop, .closed)
+                    for subscription in subscriptions { subscription.channel.stop(subscriber: subscription.subscriber, on: connection.eventLoop, .closed) }
                 }
             }
-            let following = LiveChannel.Connection(
-                channel: connection, write: handedOver.write, flush: handedOver.flush, heartbeat: Self.heartbeatComment,
-                framing: HandedOverConnection.chunked
-            )
-            channel.follow(following, after: cursor, subscriber: subscriber) { ending in
-                done()
-                // The connection's own end: its task is gone, so nothing else would write it.
-                switch ending {
-                case .gone: return
-                case .ended: handedOver.writeChunk(Self.signedOutEvent)
-                // EventSource reconnects after the last `retry:` it was told: a little apart from the others.
-                case .closed: handedOver.writeChunk(ByteBuffer(string: "retry: \(drain.reconnectDelayMilliseconds())\n\n"))
-                case .lagging, .cancelled: break
+            // Whichever stream stops first ends the connection; the others then stop as `gone`, and say nothing.
+            let ended = NIOLockedValueBox(false)
+            for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
+                let framing = named ? self.named(subscription.stream).chunked : HandedOverConnection.chunked
+                let connectionFollowing = following(index, write: handedOver.write, flush: handedOver.flush, framing: framing)
+                subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber) { ending in
+                    guard !ended.withLockedValue({ ended in defer { ended = true }; return ended }) else { return }
+                    for other in subscriptions where other.stream != subscription.stream {
+                        other.channel.stop(subscriber: other.subscriber, on: connection.eventLoop, .gone)
+                    }
+                    done()
+                    // The connection's own end: its task is gone, so nothing else would write it.
+                    switch ending {
+                    case .gone: return
+                    case .ended: handedOver.writeChunk(Self.signedOutEvent)
+                    // EventSource reconnects after the last `retry:` it was told: a little apart from the others. A page
+                    // that reconnects by itself (several streams: it says where each is) reads the same as an event.
+                    case .closed:
+                        let delay = drain.reconnectDelayMilliseconds()
+                        handedOver.writeChunk(ByteBuffer(string: named ? "retry: \(delay)\nevent: retry\ndata: \(delay)\n\n" : "retry: \(delay)\n\n"))
+                    case .lagging, .cancelled: break
+                    }
+                    connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
                 }
-                connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
             }
             return
         }
-        let following = LiveChannel.Connection(
-            channel: connection, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, heartbeat: Self.heartbeatComment
-        )
         defer { done() }
         let ending = await withGracefulShutdownHandler {
-            await channel.follow(following, after: cursor, subscriber: subscriber)
+            await withTaskGroup(of: LiveChannel.Ending.self) { group in
+                for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
+                    let connectionFollowing = following(
+                        index, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, flush: nil, framing: named ? self.named(subscription.stream).plain : nil
+                    )
+                    group.addTask { await subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber) }
+                }
+                let first = await group.next() ?? .closed
+                group.cancelAll()
+                return first
+            }
         } onGracefulShutdown: {
             self.closeAll()
         }
@@ -151,40 +198,55 @@ final class LiveStreams: Sendable {
         try await writer.finish(nil)
     }
 
-    /// The stream's opening (its retry interval and name), then what a reconnect missed, or a reload; gives the
-    /// sequence number the subscriber is at.
-    private func writeOpening(
-        of stream: Stream, resuming lastEventID: String?, reconnected: Bool, to writer: inout any ResponseBodyWriter
-    ) async throws -> UInt64 {
-        let channel = channel(stream)
-        var cursor = channel.latest
-        var opening = ByteBuffer(string: "retry: 2000\n: \(stream.rawValue)\n\n")
-        if let lastEventID {
-            var outcome = Resumed.reloaded
-            if let last = sequence(of: lastEventID), last > cursor, journal != nil, last - cursor <= UInt64(channel.limits.window) {
-                // Numbered by the journal, on an instance that has not read the latest events yet: it follows from
-                // there, and the events it already has are skipped when this instance publishes them.
-                (cursor, outcome) = (last, .replayed)
-            } else if let last = sequence(of: lastEventID), last <= cursor {
-                switch channel.available(after: last) {
-                case .event(let payload, let sequence):
-                    opening.writeImmutableBuffer(payload)
-                    (cursor, outcome) = (sequence, .replayed)
-                case .events(let payloads, let through):
-                    for payload in payloads { opening.writeImmutableBuffer(payload) }
-                    (cursor, outcome) = (through, .replayed)
-                case .gap:
-                    opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
-                case nil, .lagging, .heartbeat, .closed, .cancelled, .ended:
-                    outcome = .replayed  // it missed nothing
-                }
-            } else {
-                opening.writeImmutableBuffer(reloadEvent(stream, at: cursor))
+    private func named(_ stream: Stream) -> Naming { namings[stream]! }
+
+    /// How a connection that follows several streams frames one's events: each after `event: <its signed name>`, which
+    /// the page's EventSource dispatches by that name. Framed once per event for all such connections.
+    private struct Naming: Sendable {
+        let plain: LiveChannel.Connection.Framing
+        let chunked: LiveChannel.Connection.Framing
+
+        init(signedName: String) {
+            let line = ByteBuffer(string: "event: \(signedName)\n")
+            let frame: @Sendable (ByteBuffer) -> ByteBuffer = { payload in
+                // A comment (the heartbeat) is no event.
+                guard payload.readableBytesView.first != UInt8(ascii: ":") else { return payload }
+                var named = ByteBufferAllocator().buffer(capacity: line.readableBytes + payload.readableBytes)
+                named.writeImmutableBuffer(line)
+                named.writeImmutableBuffer(payload)
+                return named
             }
-            if reconnected { resumed(outcome) }
+            plain = .init(key: "named-" + signedName, frame: frame)
+            chunked = .init(key: "named-chunk-" + signedName, frame: { HandedOverConnection.chunk(frame($0)) })
         }
-        try await writer.write(opening)
-        return cursor
+    }
+
+    private struct Subscription: Sendable {
+        let stream: Stream
+        let channel: LiveChannel
+        let subscriber: UInt64
+    }
+
+    /// What a reconnect (or a page resuming from where it was rendered) missed, or a reload; the sequence number the
+    /// subscriber is then at; and whether it resumed (nil: it named no event).
+    private func resume(_ stream: Stream, from lastEventID: String?) -> (events: [ByteBuffer], cursor: UInt64, outcome: Resumed?) {
+        let channel = channel(stream)
+        let cursor = channel.latest
+        guard let lastEventID else { return ([], cursor, nil) }
+        guard let last = sequence(of: lastEventID) else { return ([reloadEvent(stream, at: cursor)], cursor, .reloaded) }
+        if last > cursor, journal != nil, last - cursor <= UInt64(channel.limits.window) {
+            // Numbered by the journal, on an instance that has not read the latest events yet: it follows from
+            // there, and the events it already has are skipped when this instance publishes them.
+            return ([], last, .replayed)
+        }
+        guard last <= cursor else { return ([reloadEvent(stream, at: cursor)], cursor, .reloaded) }
+        switch channel.available(after: last) {
+        case .event(let payload, let sequence): return ([payload], sequence, .replayed)
+        case .events(let payloads, let through): return (payloads, through, .replayed)
+        case .gap: return ([reloadEvent(stream, at: cursor)], cursor, .reloaded)
+        // It missed nothing.
+        case nil, .lagging, .heartbeat, .closed, .cancelled, .ended: return ([], cursor, .replayed)
+        }
     }
 
     private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")
