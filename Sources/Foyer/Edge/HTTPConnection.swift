@@ -224,6 +224,12 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent { onQuiesce() }
+        // The client closed its side (a browser's EventSource.close() sends a FIN; the server allows half-closed
+        // connections): it is gone, and its stream with it, not only when the next heartbeat finds no one.
+        if case .inputClosed? = event as? ChannelEvent {
+            context.close(promise: nil)
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 }
