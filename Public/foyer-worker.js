@@ -13,7 +13,7 @@ const pagesCachePrefix = "foyer-pages-"
 // kept page shows them (and at most a few per kept page).
 const picturesCache = "foyer-pictures"
 const picturePath = /^\/pictures\/[A-Za-z0-9_-]{22}\/(page|thumbnail)$/
-const neverKept = /^\/(graphql|streams\/|service-worker\.js)/
+const neverKept = /^\/(graphql|streams(\/|$)|service-worker\.js)/
 
 self.addEventListener("install", (event) => {
   self.skipWaiting()

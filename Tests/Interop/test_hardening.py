@@ -82,7 +82,7 @@ def test_no_page_breaks_the_content_security_policy(server, browser):  # noqa: F
         wait_for_page(page, "window.Turbo !== undefined")
         if path in ("/posts", "/tasks"):
             # live.js ran and its stream is open: Foyer's own scripts are allowed.
-            wait_for_page(page, "document.querySelector('turbo-stream-source')?.source?.readyState === 1")
+            wait_for_page(page, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')")
         assert page.evaluate("window.__violations || []") == [], path
     # A Turbo Drive form submission, with its progress bar's injected style.
     page.goto(server.url + "/posts/new")

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 
-from conftest import RunningServer, TaskServer, foyer_binary, wait_for_page
+from conftest import RunningServer, TaskServer, foyer_binary, wait_for_page, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_posts_browser import sign_in
@@ -43,7 +43,7 @@ def two_browsers(chromium):
 def follow(page, url: str):
     """Opens a live page and waits until its event stream is open; marks the window to prove no reload later."""
     page.goto(url)
-    wait_for_page(page, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+    wait_for_page(page, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')", timeout=5000)
     page.evaluate("window.neverReloaded = true")
 
 
@@ -175,7 +175,7 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
         # The watcher opens the post; an edit elsewhere changes what it shows.
         watcher.click(f"a:has-text('{title}')")
         watcher.wait_for_url(post_url)
-        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')", timeout=5000)
         writer.click("a:has-text('Edit')")
         writer.wait_for_url(post_url + "/edit")
         writer.fill("input[name=title]", title + " (edited)")
@@ -184,7 +184,7 @@ def test_a_signed_out_browser_sees_post_changes_without_reloading(server, browse
 
         watcher.click("a[href='/posts']")
         watcher.wait_for_url(server.url + "/posts")
-        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.source?.readyState === 1", timeout=5000)
+        wait_for_page(watcher, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')", timeout=5000)
         writer.goto(post_url)
         writer.click("main button:has-text('Delete')")
         writer.locator("text=This post was deleted.").wait_for(timeout=2000)
@@ -307,6 +307,22 @@ def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
     # Two reconnects (EventSource's Last-Event-ID): one replayed, one reloaded; the first connection is not one.
     now = resumed_counts(server)
     assert (now["replayed"] - counted["replayed"], now["reloaded"] - counted["reloaded"]) == (1, 1), (counted, now)
+
+
+def open_event_streams(server) -> int:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+        return int(float(re.search(rb"^foyer_live_event_streams_open (\S+)$", response.read(), re.M).group(1)))
+
+
+def test_a_stream_whose_client_closes_its_side_ends_at_once(own_server):
+    """A browser's EventSource.close() sends a FIN and nothing more: the stream ends then, not at the next heartbeat
+    (15 s) that finds nobody there. Each tab's page leaving the shared connection closes one."""
+    stream = RawStream(own_server, stream_path(get(own_server.url + "/posts")[1]))
+    stream.read_until(b": posts\n\n")
+    assert open_event_streams(own_server) == 1
+    stream.socket.shutdown(socket.SHUT_WR)
+    wait_until(lambda: open_event_streams(own_server) == 0, seconds=5, what="the half-closed stream's end")
+    stream.close()
 
 
 def test_a_subscriber_that_never_reads_does_not_hold_up_the_others(server):

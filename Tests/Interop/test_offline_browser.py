@@ -113,7 +113,7 @@ def test_a_live_page_catches_up_with_what_changed_while_the_network_was_away(foy
     context, page = controlled_page(browser, foyer)
     page.goto(foyer.url + "/tasks")
     page.locator("main h1").wait_for()
-    wait_for_page(page, "document.querySelector('turbo-stream-source').source.readyState === EventSource.OPEN")
+    wait_for_page(page, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')")
     context.set_offline(True)
     meanwhile = create_task(foyer, token, f"Changed while offline {uuid.uuid4().hex[:6]}")
     context.set_offline(False)

@@ -1,0 +1,83 @@
+"""Live pages in any number of tabs: twenty tabs of one Chromium on plain HTTP/1.1, where a browser opens at most six
+connections to a site and a stream per tab would leave the seventh page hanging. The tabs share one connection held
+by one of them; closing that tab moves it to another without losing events, and a sign-out reaches every tab."""
+import os
+import time
+
+from PIL import Image
+
+from conftest import wait_for_page, wait_until
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_graphql import post, session_token
+from test_live import create_post, open_event_streams
+from test_posts_browser import sign_in
+
+TABS = 20
+
+
+def connected(page):
+    wait_for_page(page, "document.querySelector('turbo-stream-source')?.hasAttribute('connected')", timeout=5000)
+
+
+def keep_screenshot(pages, path):
+    """The tabs side by side, five to a row, as one picture."""
+    shots = []
+    for number, page in enumerate(pages):
+        page.screenshot(path=f"{path}.{number}.png")
+        shots.append(Image.open(f"{path}.{number}.png").resize((384, 240)))
+    sheet = Image.new("RGB", (384 * 5, 240 * ((len(shots) + 4) // 5)), "white")
+    for number, shot in enumerate(shots):
+        sheet.paste(shot, (384 * (number % 5), 240 * (number // 5)))
+    sheet.save(path)
+
+
+def test_twenty_tabs_share_one_connection_and_see_every_change(own_server, browser, tmp_path):  # noqa: F811
+    server = own_server
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        first = context.new_page()
+        sign_in(first, server)
+        pages = [first] + [context.new_page() for _ in range(TABS - 1)]
+        # Every fourth tab follows the task stream, the others the post stream: one connection carries both.
+        task_tabs = [page for number, page in enumerate(pages) if number % 4 == 3]
+        post_tabs = [page for page in pages if page not in task_tabs]
+        for page in pages:
+            # With a stream per tab, the seventh page would never load: the browser's six connections are all held.
+            page.goto(server.url + ("/tasks" if page in task_tabs else "/posts"), timeout=10000)
+            connected(page)
+            page.evaluate("window.neverReloaded = true")
+        wait_until(lambda: open_event_streams(server) == 1, seconds=5, what=f"one event stream for the whole browser (not {open_event_streams(server)})")
+
+        token = session_token(server)
+        title, task_title = f"In every tab {time.time_ns()}", f"A task for every tab {time.time_ns()}"
+        create_post(server, token, title)
+        status, body = post(server.url + "/graphql", {"query": f'mutation {{ createTask(title: "{task_title}", description: "d") {{ id }} }}'}, token)
+        assert status == 200 and b'"errors"' not in body, body
+        for page in post_tabs:
+            page.locator("ol.posts li .post-title", has_text=title).wait_for(timeout=5000)
+        for page in task_tabs:
+            page.locator("li.task", has_text=task_title).wait_for(timeout=5000)
+        keep_screenshot(pages, str(tmp_path / "twenty-tabs.png"))
+        if os.environ.get("FOYER_SCREENSHOTS"):
+            keep_screenshot(pages, os.path.join(os.environ["FOYER_SCREENSHOTS"], "twenty-tabs.png"))
+
+        # The first tab took the lock first and holds the connection. It goes; a post written at once (before another
+        # tab has connected) reaches every other tab all the same, from where each was.
+        first.close()
+        pages.remove(first)
+        post_tabs.remove(first)
+        after_close = f"After the first tab closed {time.time_ns()}"
+        create_post(server, token, after_close)
+        for page in post_tabs:
+            page.locator("ol.posts li .post-title", has_text=after_close).wait_for(timeout=5000)
+        for page in pages:
+            connected(page)
+            assert page.evaluate("window.neverReloaded") is True
+        wait_until(lambda: open_event_streams(server) == 1, seconds=5, what="again one event stream, from another tab")
+
+        # Signing out in the tab that now holds the connection (the next to ask for the lock) reaches every other one.
+        pages[0].click("form[action='/sign_out'] button")
+        for page in pages[1:]:
+            page.wait_for_url(server.url + "/sign_in", timeout=5000)
+    finally:
+        context.close()
