@@ -6,10 +6,10 @@ import time
 
 from PIL import Image
 
-from conftest import wait_for_page, wait_until
+from conftest import RunningServer, wait_for_page, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
-from test_live import create_post, open_event_streams
+from test_live import create_post, open_event_streams, resumed_counts
 from test_posts_browser import sign_in
 
 TABS = 20
@@ -81,3 +81,37 @@ def test_twenty_tabs_share_one_connection_and_see_every_change(own_server, brows
             page.wait_for_url(server.url + "/sign_in", timeout=5000)
     finally:
         context.close()
+
+
+def test_tabs_follow_on_from_where_each_was_after_a_restart(tmp_path, browser):  # noqa: F811
+    """The server restarts under the tabs (same port, same database): the tab holding the connection comes back saying
+    where each stream was, and every tab gets what changed while it was gone, with no reload."""
+    foyer = RunningServer(tmp_path)
+    context = browser.new_context()
+    try:
+        pages = [context.new_page() for _ in range(3)]
+        for page in pages:
+            page.goto(foyer.url + "/posts")
+            connected(page)
+            page.evaluate("window.neverReloaded = true")
+        token = session_token(foyer)
+        before = f"Before the restart {time.time_ns()}"
+        create_post(foyer, token, before)
+        for page in pages:
+            page.locator("ol.posts li .post-title", has_text=before).wait_for(timeout=5000)
+
+        foyer.stop()
+        for page in pages:
+            wait_for_page(page, "!document.querySelector('turbo-stream-source').hasAttribute('connected')")
+        foyer = RunningServer(tmp_path, port=foyer.port, database=foyer.database)
+        while_away = f"Written before the tabs came back {time.time_ns()}"
+        create_post(foyer, token, while_away)
+        for page in pages:
+            page.locator("ol.posts li .post-title", has_text=while_away).wait_for(timeout=10000)
+            assert page.locator("ol.posts li .post-title", has_text=before).count() == 1
+            assert page.evaluate("window.neverReloaded") is True
+        wait_until(lambda: open_event_streams(foyer) == 1, seconds=5, what="one event stream for the browser again")
+        assert resumed_counts(foyer)["replayed"] == 1, "one reconnect, which got what it missed"
+    finally:
+        context.close()
+        foyer.stop()
