@@ -1,5 +1,5 @@
 """HTTPS served by Foyer itself from certificate files (openssl makes a CA and certificates for 127.0.0.1), with curl
-and Python's ssl: TLS 1.2+, HTTP/1.1 by ALPN, HSTS and Secure cookies, a renewal picked up without a restart while a
+and Python's ssl: TLS 1.2+, h2 or HTTP/1.1 by ALPN, HSTS and Secure cookies, a renewal picked up without a restart while a
 connection made before it goes on, a broken file logged and the last good certificate kept, and the plain-HTTP port's
 308 to https://."""
 import json
@@ -36,7 +36,7 @@ def certificate_for_localhost(workdir, name: str):
 class HTTPSServer:
     """Foyer serving HTTPS on `port` from copies of the first certificate, and plain HTTP on `plain_port`."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, extra_env=None):
         self.port, self.plain_port = free_port(), free_port()
         (workdir / "served").mkdir()
         self.certificate, self.key = workdir / "served/cert.pem", workdir / "served/key.pem"
@@ -47,6 +47,7 @@ class HTTPSServer:
         self.url = f"https://127.0.0.1:{self.port}"
         self.log_path = workdir / "server.log"
         env = dict(os.environ, FOYER_DEMO_EMAIL=DEMO_EMAIL, FOYER_DEMO_PASSWORD=DEMO_PASSWORD, FOYER_DRAIN_DELAY="0", FOYER_SHUTDOWN_GRACE="1")
+        env.update(extra_env or {})
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen([
                 foyer_binary(), "serve", "--port", str(self.port), "--database", str(workdir / "foyer.sqlite"), "--root", str(REPO),
@@ -87,9 +88,10 @@ def test_https_with_curl_http1_tls12_hsts_and_secure_cookies(https):
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.startswith("HTTP/1.1 200")
     assert "strict-transport-security: max-age=31536000" in answer.stdout.lower()
-    # ALPN offers HTTP/1.1 (h2 is not spoken yet): curl --http2 negotiates it.
-    negotiated = https.curl("/up", "--http2", "-v", "-o", "/dev/null")
-    assert negotiated.returncode == 0 and "ALPN: server accepted http/1.1" in negotiated.stderr, negotiated.stderr
+    # ALPN offers h2 and HTTP/1.1: curl --http2 gets h2, with the same headers.
+    negotiated = https.curl("/up", "--http2", "-v", "-D", "-", "-o", "/dev/null")
+    assert negotiated.returncode == 0 and "ALPN: server accepted h2" in negotiated.stderr, negotiated.stderr
+    assert negotiated.stdout.startswith("HTTP/2 200") and "strict-transport-security: max-age=31536000" in negotiated.stdout, negotiated.stdout
     assert https.curl("/up", "--tlsv1.2", "--tls-max", "1.2").returncode == 0
     assert https.curl("/up", "--tlsv1.1", "--tls-max", "1.1").returncode != 0, "TLS 1.1 is refused"
     signed_in = https.curl("/api/v1/sessions", "-D", "-", "-o", "/dev/null", "-H", "Content-Type: application/json",

@@ -48,8 +48,11 @@ public func buildApplication(
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
     )
+    let shutdownGrace = app.drain.settings.shutdownGrace
     let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel = { responder in
-        EdgeGuardedChannel(responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates)
+        EdgeGuardedChannel(
+            responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, shutdownGrace: shutdownGrace
+        )
     }
     let redirect = config.https.plainHTTPPort.map { port in
         (

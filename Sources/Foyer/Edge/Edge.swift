@@ -8,7 +8,9 @@ import NIOWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOSSL
+import NIOTLS
 import Synchronization
 
 /// What the edge refuses, each with the status a client gets (in JSON or HTML, as far as its request line said which).
@@ -126,7 +128,7 @@ final class Edge: Sendable {
     let idleTimeout: TimeAmount
     let connections: EdgeConnections
     private let answers: [EdgeRefusal: EdgeAnswer]
-    private let metrics: FoyerMetrics
+    let metrics: FoyerMetrics
 
     init(settings: EdgeSettings, metrics: FoyerMetrics, views: Views) {
         headerTimeout = .nanoseconds(Int64(settings.headerTimeout.seconds * 1e9))
@@ -188,6 +190,8 @@ struct EdgeGuardedChannel: ServerChildChannel {
         case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// Served on its event loop from now on.
         case webSocket
+        /// TLS that negotiated `h2`: its streams, as they open.
+        case http2(NIOHTTP2Handler.AsyncStreamMultiplexer<HTTP2Connection.Stream>)
     }
 
     let responder: HTTPChannelHandler.Responder
@@ -198,6 +202,8 @@ struct EdgeGuardedChannel: ServerChildChannel {
     var tls: CertificateFiles? = nil
     /// False on the plain-HTTP port beside HTTPS: no websocket there, only the redirect.
     var servesWebSockets = true
+    /// How long an HTTP/2 connection's streams may go on after a graceful shutdown's GOAWAY before it is closed.
+    var shutdownGrace: Duration = .seconds(30)
     /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
     static let upgradePaths: Set<String> = [GraphQLWebSocketController.path]
 
@@ -215,20 +221,39 @@ struct EdgeGuardedChannel: ServerChildChannel {
         channel.eventLoop.makeCompletedFuture {
             let operations = channel.pipeline.syncOperations
             let tap = EdgeTap(edge: edge)
-            if let tls {
-                let decryption = NIOSSLServerHandler(context: tls.context)
-                try operations.addHandler(decryption, position: .first)
-                try operations.addHandler(tap, position: .after(decryption))
-            } else {
+            guard let tls else {
                 try operations.addHandler(tap, position: .first)
+                return Value(negotiated: try configureHTTP1(channel, tap: tap, logger: logger), channel: channel)
             }
-            let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
-            let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try operations.addHandler(
-                EdgeRequests(edge: edge, tap: tap, upgradePaths: servesWebSockets ? Self.upgradePaths : []), position: .after(decoder)
-            )
-            return Value(negotiated: negotiated, channel: channel)
+            let decryption = NIOSSLServerHandler(context: tls.context)
+            try operations.addHandler(decryption, position: .first)
+            try operations.addHandler(tap, position: .after(decryption))
+            // The TLS handshake says which protocol follows (ALPN): h2, or HTTP/1.1 when asked for or nothing is. The
+            // handler holds back what is read until the pipeline is set up for it, so it is told that much, not the
+            // outcome of HTTP/1.1's first request (which it would hold back).
+            let (edge, grace) = (edge, shutdownGrace)
+            let alpn = NIOTypedApplicationProtocolNegotiationHandler<EventLoopFuture<Negotiated>> { result in
+                channel.eventLoop.makeCompletedFuture {
+                    if case .negotiated("h2") = result {
+                        return channel.eventLoop.makeSucceededFuture(.http2(try HTTP2Connection.configure(channel, edge: edge, grace: grace)))
+                    }
+                    return try configureHTTP1(channel, tap: tap, logger: logger)
+                }
+            }
+            try operations.addHandler(alpn, position: .after(tap))
+            return Value(negotiated: alpn.protocolNegotiationResult.flatMap { $0 }, channel: channel)
         }
+    }
+
+    /// HTTP/1.1 with NIO's upgrader (websockets), and the edge's rules right after NIO's decoder.
+    private func configureHTTP1(_ channel: any Channel, tap: EdgeTap, logger: Logger) throws -> EventLoopFuture<Negotiated> {
+        let operations = channel.pipeline.syncOperations
+        let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
+        let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        try operations.addHandler(
+            EdgeRequests(edge: edge, tap: tap, upgradePaths: servesWebSockets ? Self.upgradePaths : []), position: .after(decoder)
+        )
+        return negotiated
     }
 
     /// Hummingbird's HTTP/1.1 pipeline when the first request is not an upgrade; a websocket's when it is one we serve.
@@ -280,7 +305,10 @@ struct EdgeGuardedChannel: ServerChildChannel {
     func handle(value: Value, logger: Logger) async {
         switch try? await value.negotiated.get() {
         case .http(let http):
-            await HTTPConnection(responder: responder, upgrades: servesWebSockets ? KeptAliveUpgrade(webSockets: webSockets) : nil).serve(http, logger: logger)
+            await HTTPConnection(responder: responder, upgrades: servesWebSockets ? KeptAliveUpgrade(webSockets: webSockets) : nil, metrics: edge.metrics)
+                .serve(http, logger: logger)
+        case .http2(let streams):
+            await HTTP2Connection(responder: responder, edge: edge).serve(streams, on: value.channel, grace: shutdownGrace, logger: logger)
         case .refusedUpgrade(let http):
             await Self.refuseUpgrade(http)
         case .webSocket, nil:

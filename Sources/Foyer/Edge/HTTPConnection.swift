@@ -18,6 +18,7 @@ struct HTTPConnection {
     /// A websocket asked for after the connection's first request (a balancer's kept-alive connection); nil where
     /// no websocket is served.
     let upgrades: KeptAliveUpgrade?
+    let metrics: FoyerMetrics
 
     func serve(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
         let channel = http.channel
@@ -57,6 +58,7 @@ struct HTTPConnection {
             guard let first = try await parts.next() else { return }
             guard case .head(var head) = first else { throw UnexpectedPart(part: first) }
             while true {
+                metrics.requestRead(over: .http1)
                 if let upgrades, let upgrade = upgrades.accepts(head) {
                     handover.takeForUpgrade()
                     upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, dialect: upgrade.dialect)
@@ -83,9 +85,9 @@ struct HTTPConnection {
     }
 }
 
-/// A request's body: the connection's parts up to the request's end. The loop reads on from the same iterator
+/// A request's body: the connection's (or an HTTP/2 stream's) parts up to the request's end. The loop reads on from the same iterator
 /// (iterators of one inbound stream share its position), as Hummingbird's own body type, which it keeps to itself.
-private struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
+struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
     typealias Element = ByteBuffer
     /// Not Sendable, but only ever read by one task at a time: the route's, then the loop's after it.
     let parts: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator

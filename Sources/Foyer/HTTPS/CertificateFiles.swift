@@ -115,7 +115,10 @@ final class CertificateFiles: Service, Sendable {
         }
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         configuration.minimumTLSVersion = .tlsv12
-        configuration.applicationProtocols = ["http/1.1"]
+        configuration.applicationProtocols = ["h2", "http/1.1"]
+        // A connection closing waits for the client's close_notify at most this long (NIO's default: 5 s), so that a
+        // client that never sends one does not hold a shutdown that long.
+        configuration.shutdownTimeout = .seconds(1)
         do {
             return try NIOSSLContext(configuration: configuration)
         } catch {

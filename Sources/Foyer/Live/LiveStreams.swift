@@ -162,16 +162,8 @@ final class LiveStreams: Sendable {
                     }
                     done()
                     // The connection's own end: its task is gone, so nothing else would write it.
-                    switch ending {
-                    case .gone: return
-                    case .ended: handedOver.writeChunk(Self.signedOutEvent)
-                    // EventSource reconnects after the last `retry:` it was told: a little apart from the others. A page
-                    // that reconnects by itself (several streams: it says where each is) reads the same as an event.
-                    case .closed:
-                        let delay = drain.reconnectDelayMilliseconds()
-                        handedOver.writeChunk(ByteBuffer(string: named ? "retry: \(delay)\nevent: retry\ndata: \(delay)\n\n" : "retry: \(delay)\n\n"))
-                    case .lagging, .cancelled: break
-                    }
+                    if case .gone = ending { return }
+                    if let last = self.lastEvent(ending, named: named) { handedOver.writeChunk(last) }
                     connection.writeAndFlush(HTTPResponsePart.end(nil)).whenComplete { _ in connection.close(promise: nil) }
                 }
             }
@@ -190,12 +182,28 @@ final class LiveStreams: Sendable {
                 group.cancelAll()
                 return first
             }
-        } onGracefulShutdown: {
-            self.closeAll()
+        } onGracefulShutdown: { [drain] in
+            // As a handed-over connection: at its own moment of the grace, not with every other stream of the server.
+            connection.eventLoop.scheduleTask(in: drain.endingDelay()) {
+                for subscription in subscriptions { subscription.channel.stop(subscriber: subscription.subscriber, on: connection.eventLoop, .closed) }
+            }
         }
-        // EventSource would reconnect by itself: the page's script closes it and goes to sign in.
-        if case .ended = ending { try await writer.write(Self.signedOutEvent) }
+        if let last = lastEvent(ending, named: named) { try await writer.write(last) }
         try await writer.finish(nil)
+    }
+
+    /// What a stream's connection says last, by why it ends. A session's end: EventSource would reconnect by itself,
+    /// so the page's script closes it and goes to sign in. A graceful shutdown: EventSource reconnects after the last
+    /// `retry:` it was told, a little apart from the others; a page that reconnects by itself (several streams: it
+    /// says where each is) reads the same as an event.
+    private func lastEvent(_ ending: LiveChannel.Ending, named: Bool) -> ByteBuffer? {
+        switch ending {
+        case .ended: return Self.signedOutEvent
+        case .closed:
+            let delay = drain.reconnectDelayMilliseconds()
+            return ByteBuffer(string: named ? "retry: \(delay)\nevent: retry\ndata: \(delay)\n\n" : "retry: \(delay)\n\n")
+        case .gone, .lagging, .cancelled: return nil
+        }
     }
 
     private func named(_ stream: Stream) -> Naming { namings[stream]! }

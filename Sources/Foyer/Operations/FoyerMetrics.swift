@@ -40,6 +40,11 @@ public final class FoyerMetrics: Sendable {
         case sent, written, retried, rejected, gaveUp = "gave_up"
     }
 
+    /// The HTTP version a request came over: `http/1.1` (or 1.0), or `h2` (negotiated with ALPN over TLS).
+    enum HTTPVersionName: String, CaseIterable, Sendable {
+        case http1 = "http/1.1", h2
+    }
+
     private struct RouteKey: Hashable {
         let route: String
         let method: String
@@ -56,6 +61,8 @@ public final class FoyerMetrics: Sendable {
 
     private let requests = NIOLockedValueBox<[RouteKey: (count: Counter, duration: DurationHistogram)]>([:])
     private let signIns: [SignInOutcome: Counter]
+    private let requestsByVersion: [HTTPVersionName: Counter]
+    let h2Connections: Gauge
     private let keycloakCalls: [ProviderCall: (duration: DurationHistogram, failures: Counter)]
     private let upstreamFailures: [UpstreamFailure: Counter]
     let graphQLUpstreamDuration: DurationHistogram
@@ -117,6 +124,11 @@ public final class FoyerMetrics: Sendable {
         openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
         openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
+        let versionRequests = name("http_version_requests", "total", "HTTP requests read, by the protocol they came over: http/1.1 or h2")
+        requestsByVersion = Dictionary(uniqueKeysWithValues: HTTPVersionName.allCases.map {
+            ($0, registry.makeCounter(descriptor: versionRequests, labels: [("protocol", $0.rawValue)]))
+        })
+        h2Connections = registry.makeGauge(descriptor: name("http2_connections_open", "", "Open client connections that speak HTTP/2"))
         openConnections = registry.makeGauge(descriptor: name("http_connections_open", "", "Open client connections"))
         laggingWebSockets = registry.makeCounter(descriptor: name(
             "websockets_closed_lagging", "total", "GraphQL websockets closed (1013) because their client fell too far behind"
@@ -189,6 +201,9 @@ public final class FoyerMetrics: Sendable {
         handles.count.increment()
         handles.duration.record(duration)
     }
+
+    /// One request read, before any route sees it.
+    func requestRead(over version: HTTPVersionName) { requestsByVersion[version]?.increment() }
 
     func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
 
