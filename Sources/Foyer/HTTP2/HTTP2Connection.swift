@@ -13,7 +13,7 @@ import ServiceLifecycle
 /// event streams then share one connection.
 ///
 /// h2's own attacks are answered by swift-nio-http2 with the limits set here: at most `maximumConcurrentStreams`
-/// open at once (a stream over it is refused), header blocks of at most `EdgeSettings.maximumHeadBytes`
+/// open at once (a client that opens more than it was told has its connection closed), header blocks of at most `EdgeSettings.maximumHeadBytes`
 /// (`SETTINGS_MAX_HEADER_LIST_SIZE`), rapid reset (CVE-2023-44487: streams reset by the client are counted, and a
 /// connection resetting more than NIO's limit in its window is closed), CONTINUATION floods (a bounded number of
 /// frames per header block), floods of control frames, and flow control (what a client does not read stays within
@@ -42,8 +42,9 @@ struct HTTP2Connection {
         ]
         settings.connection.targetWindowSize = windowSize
         settings.stream.targetWindowSize = windowSize
-        // A graceful shutdown (or the idle timeout) sends GOAWAY and a PING, then closes once the streams under way
-        // are done; a client that never answers the PING, or streams that go on, are closed after the grace.
+        // A graceful shutdown (or the idle timeout) sends GOAWAY and a PING, then a last GOAWAY once the client has
+        // answered it, and closes when the streams under way are done or the grace has passed (`serve` closes a
+        // connection whose client never answers).
         let management = NIOHTTP2ServerConnectionManagementHandler.Configuration(
             maxIdleTime: edge.idleTimeout, maxAge: nil, maxGraceTime: .nanoseconds(Int64(grace.seconds * 1e9)), keepalive: nil
         )
@@ -158,20 +159,23 @@ final class HTTP2StreamRules: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head, .body:
-            bodyMoved = .now()
-            arm(context)
-        case .end:
-            bodyMoved = nil
+        case .head, .body: bodyMoved = context.eventLoop.now
+        case .end: bodyMoved = nil
         }
         context.fireChannelRead(data)
+    }
+
+    /// A request whose end came in the same read (most: a GET's head and end are one frame) needs no clock.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if bodyMoved != nil { arm(context) }
+        context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             unwritableSince = nil
         } else if unwritableSince == nil {
-            unwritableSince = .now()
+            unwritableSince = context.eventLoop.now
             arm(context)
         }
         context.fireChannelWritabilityChanged()
@@ -191,7 +195,7 @@ final class HTTP2StreamRules: ChannelDuplexHandler, RemovableChannelHandler {
         guard timer == nil, let deadline = [bodyMoved, unwritableSince].compactMap({ $0 }).min().map({ $0 + timeout }) else { return }
         timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             timer = nil
-            let now = NIODeadline.now()
+            let now = context.eventLoop.now
             if let bodyMoved, now >= bodyMoved + timeout { return context.close(promise: nil) }
             if let unwritableSince, now >= unwritableSince + timeout { return context.close(promise: nil) }
             arm(context)
