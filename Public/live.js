@@ -128,7 +128,7 @@ if (!customElements.get("turbo-stream-source")) {
 
     // Held until the tab goes away; the next tab waiting gets it then.
     navigator.locks.request("foyer-live", () => new Promise(() => {
-      leader = lead(tab, channel, deliver)
+      leader = lead(channel, deliver)
       for (const element of elements) announce(element)
       channel.postMessage({ type: "leader" })
     }))
@@ -149,7 +149,7 @@ if (!customElements.get("turbo-stream-source")) {
 
   // The tab holding the connection: which tabs follow which stream, where the connection is on each, and its
   // latest events (a tab that joins a little behind gets them from here, not from a new connection).
-  function lead(self, channel, deliverHere) {
+  function lead(channel, deliverHere) {
     const streams = new Map()  // name → { tabs: Set, position, from, recent: [{ id, html }] }
     let source = null
     let openNames = []
