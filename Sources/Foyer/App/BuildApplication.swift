@@ -38,13 +38,15 @@ public func buildApplication(
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
-    let certificates = try config.https.certificateFile.map { certificate in
+    var acme: ACMECertificates?
+    if let settings = config.https.acme { acme = try await ACMECertificates(settings: settings, store: app.store, logger: logger) }
+    let certificates: (any ServedCertificates)? = try config.https.certificateFile.map { certificate in
         do {
             return try CertificateFiles(certificate: certificate, key: config.https.keyFile ?? "", logger: logger)
         } catch {
             throw StartupError("--tls-certificate, --tls-key: \(error)")
         }
-    }
+    } ?? acme
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
     )
@@ -58,7 +60,7 @@ public func buildApplication(
         (
             listener: DeployableServer<EdgeGuardedChannel>.Listener.address(host: config.hostname, port: port),
             channel: EdgeGuardedChannel(
-                responder: HTTPSRedirect.responder(httpsPort: config.port), http1: http1, webSockets: webSockets, edge: edge, servesWebSockets: false
+                responder: HTTPSRedirect.responder(httpsPort: config.port, challenges: acme), http1: http1, webSockets: webSockets, edge: edge, servesWebSockets: false
             )
         )
     }

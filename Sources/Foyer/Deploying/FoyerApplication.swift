@@ -21,8 +21,8 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
     let backlog: Int32
     /// What is open now, for the drain's log lines.
     let open: @Sendable () -> Logger.Metadata
-    /// HTTPS: the certificate files, watched for changes while the server runs.
-    let certificates: CertificateFiles?
+    /// HTTPS: the certificate files watched for changes, or the ACME certificates kept renewed, while the server runs.
+    let certificates: (any ServedCertificates)?
     /// HTTPS: the plain-HTTP port and what answers there (the redirect to https://).
     let redirect: (listener: DeployableServer<EdgeGuardedChannel>.Listener, channel: EdgeGuardedChannel)?
 
@@ -77,7 +77,7 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
             )
         }
         // The servers last: they are the first told to stop, and the services they use go on until they have.
-        let ownServices: [any Service] = [dates] + (certificates.map { [$0] } ?? []) + (redirecting.map { [$0] } ?? []) + [server]
+        let ownServices: [any Service] = [dates] + (certificates.map { [$0 as any Service] } ?? []) + (redirecting.map { [$0] } ?? []) + [server]
         let group = ServiceGroup(configuration: .init(services: services + ownServices, logger: logger))
         let signals = Task { await Self.drainOnSignals(drain: drain, logger: logger, open: open) { await group.triggerGracefulShutdown() } }
         defer { signals.cancel() }

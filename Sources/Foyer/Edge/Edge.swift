@@ -199,7 +199,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
     let webSockets: GraphQLWebSocketController
     let edge: Edge
     /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts.
-    var tls: CertificateFiles? = nil
+    var tls: (any ServedCertificates)? = nil
     /// False on the plain-HTTP port beside HTTPS: no websocket there, only the redirect.
     var servesWebSockets = true
     /// How long an HTTP/2 connection's streams may go on after a graceful shutdown's GOAWAY before it is closed.

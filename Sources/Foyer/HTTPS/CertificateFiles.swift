@@ -6,10 +6,16 @@ import NIOConcurrencyHelpers
 import NIOSSL
 import ServiceLifecycle
 
+/// What HTTPS is served with: a TLS context for each new connection, which changes when the certificate is
+/// renewed (connections already open keep theirs). Certificate files, or certificates from an ACME server.
+protocol ServedCertificates: Service, Sendable {
+    var context: NIOSSLContext { get }
+}
+
 /// The certificate chain and key HTTPS is served with, read from PEM files and read again when they change (a
 /// renewal by certbot or an operator): new connections get the new ones within `checkInterval`, connections
 /// already open keep theirs, and files that do not load are logged while the last good ones go on being served.
-final class CertificateFiles: Service, Sendable {
+final class CertificateFiles: ServedCertificates {
     static let checkInterval: Duration = .seconds(2)
 
     struct Unusable: Error, CustomStringConvertible {
@@ -95,8 +101,13 @@ final class CertificateFiles: Service, Sendable {
         return derived.map { $0 == published }
     }
 
-    /// TLS 1.2 and 1.3 with the chain and key; ALPN offers HTTP/1.1.
     private static func context(_ files: Files) throws -> NIOSSLContext {
+        try serverContext(chainPEM: files.certificate, keyPEM: files.key)
+    }
+
+    /// A server's TLS context for a PEM chain and its key: TLS 1.2 and 1.3, ALPN offering h2 and HTTP/1.1.
+    static func serverContext(chainPEM: [UInt8], keyPEM: [UInt8]) throws -> NIOSSLContext {
+        let files = Files(certificate: chainPEM, key: keyPEM)
         let chain: [NIOSSLCertificate]
         let key: NIOSSLPrivateKey
         do {

@@ -3,10 +3,21 @@ import Hummingbird
 import HummingbirdCore
 import NIOCore
 
-/// The plain-HTTP port's answer to everything: the same URL on https://, with `308` (a form's POST stays a POST).
+/// The plain-HTTP port's answer to everything: the same URL on https://, with `308` (a form's POST stays a POST);
+/// with ACME, its HTTP-01 challenges are answered here (RFC 8555 §8.3: the CA asks on port 80, over plain HTTP).
 enum HTTPSRedirect {
-    static func responder(httpsPort: Int) -> HTTPChannelHandler.Responder {
+    static let challengePath = "/.well-known/acme-challenge/"
+
+    static func responder(httpsPort: Int, challenges: ACMECertificates? = nil) -> HTTPChannelHandler.Responder {
         { request, responseWriter, _ in
+            if let challenges, request.method == .get, request.uri.path.hasPrefix(challengePath) {
+                let token = String(request.uri.path.dropFirst(challengePath.count))
+                let answer = token.isEmpty ? nil : await challenges.keyAuthorization(for: token)
+                let body = ByteBuffer(string: answer ?? "")
+                let fields: HTTPFields = [.contentType: "text/plain", .contentLength: String(body.readableBytes)]
+                try await responseWriter.write(response: HTTPResponse(status: answer == nil ? .notFound : .ok, headerFields: fields), body: ResponseBody(byteBuffer: body))
+                return
+            }
             let status: HTTPResponse.Status
             var fields: HTTPFields = [.contentLength: "0"]
             if let target = location(host: request.head.authority, path: request.uri.string, httpsPort: httpsPort) {

@@ -251,6 +251,13 @@ extension SQLiteStore {
                 t.primaryKey(["stream", "sequence"])
             }
         }
+        migrator.registerMigration("v18: certificates from an ACME server, their account and open challenges, shared by instances") { db in
+            try db.create(table: "acme_items") { t in
+                t.primaryKey("name", .text)
+                t.column("value", .blob).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -505,6 +512,9 @@ extension PostgresMigrations {
                 PRIMARY KEY (stream, sequence)
             )
             """,
+        ]),
+        ("11: certificates from an ACME server, their account and open challenges (SQLite's v18)", [
+            "CREATE TABLE acme_items (name TEXT PRIMARY KEY, value BYTEA NOT NULL, updated_at TIMESTAMPTZ NOT NULL)",
         ]),
     ]
 }
