@@ -26,7 +26,7 @@ import Testing
             let answer = try await RawConnection.exchange(
                 port: client.port!, "GET /api/v1/posts HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n"
             )
-            #expect(answer.status == 431 && answer.closed && answer.seconds < 1)
+            #expect(answer.status == 431 && answer.closed)  // not the 408 that waiting out the 400 ms header timeout gives
             #expect(answer.header("content-type") == "application/json; charset=utf-8" && answer.body.contains(#""error""#))
         }
     }
@@ -77,7 +77,9 @@ import Testing
                 port: client.port!,
                 "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n", until: "\r\n\r\n"
             )
-            #expect(answer.status == 413 && answer.seconds < 1)
+            // 413 at once: a server that waited for the body would end in the 408 of its 400 ms body timeout. (No
+            // bound on the seconds: on a loaded machine a second passed, and the status says it all.)
+            #expect(answer.status == 413)
         }
     }
 
