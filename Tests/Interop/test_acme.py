@@ -56,6 +56,13 @@ class Pebble:
         except OSError:
             return False
 
+    def start_afresh(self):
+        """Pebble again on the same ports, knowing nothing: no account, no order."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        self.process = subprocess.Popen(self.process.args, env=dict(os.environ, PEBBLE_VA_NOSLEEP="1"), stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self._answers(ssl.create_default_context(cafile=str(self.ca))), seconds=20, what="Pebble's directory again")
+
     def stop(self):
         for process in (self.process, self.dns):
             process.terminate()
@@ -180,4 +187,22 @@ def test_two_instances_on_one_postgres_order_once_and_serve_the_same_certificate
     finally:
         first.stop()
         second.stop()
+        pebble.stop()
+
+
+def test_an_account_the_ca_no_longer_knows_is_made_again(tmp_path):
+    """The CA forgets the kept account (here Pebble starts afresh): the renewal is refused with accountDoesNotExist,
+    logged, and the next try makes a new account and gets the certificate."""
+    plain_port = free_port()
+    pebble = Pebble(tmp_path, plain_port, validity=20)
+    foyer = ACMEFoyer(tmp_path, pebble, plain_port, str(tmp_path / "foyer.sqlite"))
+    try:
+        first = wait_until(foyer.issued_by_pebble, seconds=60, what="a certificate issued by Pebble")
+        pebble.start_afresh()
+        wait_until(lambda: (c := foyer.issued_by_pebble()) is not None and c.serial_number != first.serial_number,
+                   seconds=60, what="a certificate from the CA that forgot the account")
+        log = foyer.log_path.read_text()
+        assert "accountDoesNotExist" in log and log.count("ACME account made") == 2, log
+    finally:
+        foyer.stop()
         pebble.stop()

@@ -154,7 +154,15 @@ final class ACMECertificates: ServedCertificates {
             logger.info("ACME account made", metadata: ["account": "\(url)"])
         }
         logger.info("Ordering a certificate", metadata: ["domains": "\(settings.domains.joined(separator: ","))", "directory": "\(settings.directory)"])
-        let (orderURL, order) = try await client.order(settings.domains)
+        let orderURL: String
+        let order: [String: Any]
+        do {
+            (orderURL, order) = try await client.order(settings.domains)
+        } catch let problem as ACMEClient.Problem where problem.type == "urn:ietf:params:acme:error:accountDoesNotExist" {
+            // The CA no longer knows the kept account (deactivated, or a test CA started afresh): a new one next time.
+            try await Self.removeItem(accountName, in: store)
+            throw problem
+        }
         for authorization in order["authorizations"] as? [String] ?? [] {
             try await prove(authorization, with: &client)
         }
