@@ -12,8 +12,17 @@ extension Store {
     }
 
     /// The secret stored under `name`, made (32 random bytes) and kept on first use. Instances sharing a
-    /// database get the first one's: whichever inserts first wins, the others read its row.
+    /// database get the first one's: whichever inserts first wins, the others read its row. Read first: every start
+    /// asks for its secrets, and only the very first needs to write.
     func serverSecret(named name: String) async throws -> Data {
+        switch self {
+        case .sqlite(let database):
+            if let stored = try await database.read({ db in try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) }) {
+                return stored
+            }
+        case .postgres(let store):
+            if let stored = try await store.query("SELECT value FROM server_secrets WHERE name = \(name)").first?.decode(Data.self) { return stored }
+        }
         var generator = SystemRandomNumberGenerator()
         let fresh = Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
         switch self {
