@@ -122,6 +122,18 @@ def answers_others(server):
         other.close()
 
 
+def flood(client: H2, batches, error_code: int):
+    """Sends each batch of frames until the server stops taking them; it must end the connection with a GOAWAY that
+    says `error_code`."""
+    try:
+        for batch in batches:
+            client.send(*batch)
+    except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+        pass
+    goaway = client.ends(timeout=10)
+    assert goaway is not None and goaway.error_code == error_code, goaway
+
+
 def test_pages_the_api_graphql_and_an_event_stream_share_one_connection(https):
     client = H2(https)
     try:
@@ -187,19 +199,14 @@ def test_rapid_reset_closes_the_connection_and_others_are_answered(https):
     counting against the concurrent limit. The connection is closed long before ten thousand."""
     client = H2(https)
     try:
-        sent = 0
-        try:
+        def batches():
             for _ in range(100):
                 batch = []
                 for _ in range(100):
                     head = client.headers("/posts")
                     batch += [head, RstStreamFrame(head.stream_id, error_code=0x8)]
-                client.send(*batch)
-                sent += 100
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            pass
-        goaway = client.ends(timeout=10)
-        assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, goaway
+                yield batch
+        flood(client, batches(), ENHANCE_YOUR_CALM)
     finally:
         client.close()
     answers_others(https)
@@ -211,14 +218,8 @@ def test_a_continuation_flood_closes_the_connection_and_others_are_answered(http
     try:
         head = client.headers("/up", fields=[("x-flood", "a")], end_stream=True)
         head.flags.discard("END_HEADERS")
-        try:
-            client.send(head)
-            for _ in range(200):
-                client.send(*[ContinuationFrame(head.stream_id, data=b"\x40\x01x\x01y") for _ in range(50)])
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            pass
-        goaway = client.ends(timeout=10)
-        assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, goaway
+        continuations = ([ContinuationFrame(head.stream_id, data=b"\x40\x01x\x01y") for _ in range(50)] for _ in range(200))
+        flood(client, [[head], *continuations], ENHANCE_YOUR_CALM)
     finally:
         client.close()
     answers_others(https)
