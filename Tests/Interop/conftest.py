@@ -4,6 +4,8 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 
@@ -152,6 +154,33 @@ def wait_for_page(page, expression: str, timeout: float = 5000):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} ms waiting for {expression}")
         time.sleep(0.05)
+
+
+def close_context(context, seconds: float = 30):
+    """Closes a browser context, bounded. Playwright's close has no timeout, and once in a fresh-clone CI run
+    closing twenty tabs never returned (every assertion before it had passed; Chromium sat idle with the renderers
+    alive). If it has not returned after `seconds`, Chromium's renderers are killed, which ends their targets and
+    lets the close finish; that is said on stderr, so a hang is seen rather than hidden."""
+    def unstick():
+        renderers = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if b"--type=renderer" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes():
+                    renderers.append(int(pid))
+            except OSError:
+                pass  # gone meanwhile
+        print(f"close_context: Chromium did not close the context in {seconds} s; killing its {len(renderers)} renderers", file=sys.stderr)
+        for pid in renderers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    watchdog = threading.Timer(seconds, unstick)
+    watchdog.start()
+    try:
+        context.close()
+    finally:
+        watchdog.cancel()
 
 
 def wait_until(check, seconds: float = 10, what: str = "the condition"):

@@ -7,7 +7,7 @@ import time
 
 from PIL import Image
 
-from conftest import RunningServer, wait_for_page, wait_until
+from conftest import RunningServer, close_context, wait_for_page, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_live import create_post, open_event_streams, resumed_counts
@@ -101,7 +101,7 @@ def twenty_tabs(server, context, tmp_path, protocol: str):
         for page in pages[1:]:
             page.wait_for_url(server.url + "/sign_in", timeout=5000)
     finally:
-        context.close()
+        close_context(context)
 
 
 def test_tabs_follow_on_from_where_each_was_after_a_restart(tmp_path, browser):  # noqa: F811
@@ -134,5 +134,5 @@ def test_tabs_follow_on_from_where_each_was_after_a_restart(tmp_path, browser): 
         wait_until(lambda: open_event_streams(foyer) == 1, seconds=5, what="one event stream for the browser again")
         assert resumed_counts(foyer)["replayed"] == 1, "one reconnect, which got what it missed"
     finally:
-        context.close()
+        close_context(context)
         foyer.stop()
