@@ -44,10 +44,9 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
         let serverName = configuration.serverName
         let server = DeployableServer(
             childChannel: childChannel { request, responseWriter, channel in
-                // The request's id, where Hummingbird's contexts read it (`context.id`).
-                var requestLogger = logger
-                requestLogger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-                let context = FoyerRequestContext(source: .init(channel: channel, logger: requestLogger))
+                // No `hb.request.id` in the logger: RequestLogMiddleware names the request (so `context.id`,
+                // which would read it, is never asked).
+                let context = FoyerRequestContext(source: .init(channel: channel, logger: logger))
                 var response: Response
                 do {
                     response = try await responder.respond(to: request, context: context)

@@ -50,7 +50,8 @@ struct RequestTrace: Sendable {
         return value
     }
 
-    static func newRequestID() -> String { randomHex(ids.next()) }
+    /// 32 hex digits, as Hummingbird's request ids were.
+    static func newRequestID() -> String { randomHex(ids.next()) + randomHex(ids.next()) }
 
     /// Ids need to be unique, not secret: a fast generator seeded once from the system's, instead of a
     /// getrandom system call for each of the three 64-bit numbers every request takes.
