@@ -111,7 +111,10 @@ extension Request {
 
     /// A urlencoded or a multipart form.
     var isForm: Bool {
-        isFormEncoded || (Self.startsIgnoringCase(headers[.contentType], with: "multipart/form-data") && multipartBoundary != nil)
+        // The type read once: finding a field walks the list of them.
+        guard let type = headers[.contentType] else { return false }
+        return Self.startsIgnoringCase(type, with: "application/x-www-form-urlencoded")
+            || (Self.startsIgnoringCase(type, with: "multipart/form-data") && MultipartForm.boundary(contentType: type) != nil)
     }
 
     /// The most of a body Foyer reads for this request: a post's form or API request may carry a picture.

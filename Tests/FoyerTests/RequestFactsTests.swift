@@ -1,0 +1,44 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+@Suite struct RequestFactsTests {
+    private func request(contentType: String?) -> Request {
+        var fields = HTTPFields()
+        if let contentType { fields[.contentType] = contentType }
+        let head = HTTPRequest(method: .post, scheme: "http", authority: "foyer.test", path: "/posts/1", headerFields: fields)
+        return Request(head: head, body: .init(buffer: ByteBuffer()))
+    }
+
+    @Test(arguments: [
+        ("application/x-www-form-urlencoded", true),
+        ("Application/X-WWW-Form-URLEncoded; charset=utf-8", true),
+        ("multipart/form-data; boundary=abc", true),
+        ("Multipart/Form-Data; boundary=\"abc\"", true),
+        // A multipart type without a boundary cannot be read as a form.
+        ("multipart/form-data", false),
+        ("multipart/mixed; boundary=abc", false),
+        ("application/json", false),
+        ("application/x-www-form-urlencode", false),
+        ("", false),
+    ])
+    func aFormIsToldByItsContentTypeInAnyCase(contentType: String, isForm: Bool) {
+        #expect(request(contentType: contentType).isForm == isForm)
+    }
+
+    @Test func noContentTypeIsNoForm() {
+        #expect(!request(contentType: nil).isForm)
+    }
+
+    @Test func aPrefixIsComparedWholeAndInAnyCase() {
+        #expect(Request.startsIgnoringCase("Multipart/FORM-data", with: "multipart/form-data"))
+        #expect(Request.startsIgnoringCase("multipart/form-data", with: "multipart/form-data"))
+        // One byte short, and one byte off.
+        #expect(!Request.startsIgnoringCase("multipart/form-dat", with: "multipart/form-data"))
+        #expect(!Request.startsIgnoringCase("multipart/form_data", with: "multipart/form-data"))
+        #expect(!Request.startsIgnoringCase(nil, with: "multipart/form-data"))
+    }
+}
