@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// How log lines are written to standard error: swift-log's plain text for people, or one JSON object per line
 /// for log shippers (`--log-format json`). Either way, lines written while serving a request name its
@@ -11,12 +12,94 @@ public enum LogFormat: String, Sendable, CaseIterable {
     public func bootstrap() {
         switch self {
         case .text:
-            LoggingSystem.bootstrap({ label, provider in StreamLogHandler.standardError(label: label, metadataProvider: provider) },
+            LoggingSystem.bootstrap({ label, provider in TextLogHandler(label: label, metadataProvider: provider) },
                                     metadataProvider: RequestTrace.metadataProvider)
         case .json:
             LoggingSystem.bootstrap({ label, provider in JSONLogHandler(label: label, metadataProvider: provider) },
                                     metadataProvider: RequestTrace.metadataProvider)
         }
+    }
+}
+
+/// swift-log's `StreamLogHandler` line, byte for byte (`2026-11-27T01:00:00+0000 info foyer: request_id=… [Foyer] GET
+/// /up 200 0.1ms`), written for less: the timestamp is made once a second instead of by `localtime` and `strftime` on
+/// every line, metadata from one source is not merged into a copy, and the pairs go straight into the line. With the
+/// stream handler the access log line was about 5 % of a proxied GraphQL request's CPU.
+struct TextLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    private static let output = StandardErrorLines()
+    private static let clock = LocalSecondClock()
+
+    init(label: String, metadataProvider: Logger.MetadataProvider?) {
+        self.label = label
+        self.metadataProvider = metadataProvider
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        Self.output.emit(line(event, at: Self.clock.now()))
+    }
+
+    /// The line for `event`, stamped `timestamp`; what is kept of the metadata is as `StreamLogHandler` keeps it:
+    /// the handler's, then the provider's, then the event's own, a later one winning on a key.
+    func line(_ event: LogEvent, at timestamp: String) -> String {
+        var fields = metadata
+        for source in [metadataProvider?.get(), event.metadata] {
+            guard let source, !source.isEmpty else { continue }
+            if fields.isEmpty { fields = source } else { fields.merge(source) { _, later in later } }
+        }
+        if let error = event.error {
+            fields["error.message"] = "\(error)"
+            fields["error.type"] = "\(String(reflecting: type(of: error)))"
+        }
+        var line = timestamp
+        line += " "
+        line += event.level.rawValue
+        if !label.isEmpty { line += " " }
+        line += label
+        line += ":"
+        for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
+            line += " "
+            line += key
+            line += "="
+            line += value.description
+        }
+        line += " ["
+        line += event.source
+        line += "] "
+        line += event.message.description
+        line += "\n"
+        return line
+    }
+}
+
+/// Local time to the second as `StreamLogHandler` writes it (`%Y-%m-%dT%H:%M:%S%z`), formatted once per second.
+final class LocalSecondClock: Sendable {
+    private let last = Mutex<(second: time_t, text: String)>((-1, ""))
+
+    func now() -> String {
+        let second = time(nil)
+        if let text = last.withLock({ $0.second == second ? $0.text : nil }) { return text }
+        let text = Self.format(second)
+        last.withLock { $0 = (second, text) }
+        return text
+    }
+
+    static func format(_ second: time_t) -> String {
+        var second = second
+        var parts = tm()
+        guard localtime_r(&second, &parts) != nil else { return "<unknown>" }
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &parts)
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
