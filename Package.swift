@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "foyer", targets: ["FoyerCLI"]),
+        .executable(name: "foyer-floor", targets: ["FoyerFloor"]),
         .library(name: "Foyer", targets: ["Foyer"]),
     ],
     dependencies: [
@@ -79,6 +80,16 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        // For scripts/bench alone: the floor under Foyer's figures (see its main.swift).
+        .executableTarget(
+            name: "FoyerFloor",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
