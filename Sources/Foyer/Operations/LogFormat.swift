@@ -52,10 +52,12 @@ struct TextLogHandler: LogHandler {
     /// the handler's, then the provider's, then the event's own, a later one winning on a key.
     func line(_ event: LogEvent, at timestamp: String) -> String {
         var fields = metadata
-        for source in [metadataProvider?.get(), event.metadata] {
-            guard let source, !source.isEmpty else { continue }
+        func add(_ source: Logger.Metadata?) {
+            guard let source, !source.isEmpty else { return }
             if fields.isEmpty { fields = source } else { fields.merge(source) { _, later in later } }
         }
+        add(metadataProvider?.get())
+        add(event.metadata)
         if let error = event.error {
             fields["error.message"] = "\(error)"
             fields["error.type"] = "\(String(reflecting: type(of: error)))"
