@@ -27,13 +27,6 @@ struct MultipartForm: Sendable {
 
     /// The boundary a `Content-Type: multipart/form-data; boundary=…` names, or nil for any other type.
     static func boundary(contentType: String) -> String? {
-        // Every request with a body asks (its body limit, `_method`), and most are JSON: a type that begins with
-        // neither a blank nor multipart/form-data is refused from its bytes, before it is split and lowercased.
-        if let first = contentType.utf8.first, first > 0x20, first < 0x80,
-            !Request.startsIgnoringCase(contentType, with: "multipart/form-data")
-        {
-            return nil
-        }
         let parameters = contentType.split(separator: ";")
         guard parameters.first?.trimmingEnds(where: \.isWhitespace).lowercased() == "multipart/form-data" else { return nil }
         for parameter in parameters.dropFirst() {

@@ -23,10 +23,8 @@ extension Request {
     }
 
     var isFormEncoded: Bool {
-        Self.startsIgnoringCase(headers[.contentType], with: Self.formEncodedType)
+        Self.startsIgnoringCase(headers[.contentType], with: "application/x-www-form-urlencoded")
     }
-
-    private static let formEncodedType: StaticString = "application/x-www-form-urlencoded"
 
     /// Whether `value` begins with `prefix` (lowercase ASCII), in any case: compared byte by byte, as every POST
     /// asks whether it is a form (for `_method`) and most are JSON, where lowercasing the type was 2 % of a call.
@@ -115,7 +113,8 @@ extension Request {
     var isForm: Bool {
         // The type read once: finding a field walks the list of them.
         guard let type = headers[.contentType] else { return false }
-        return Self.startsIgnoringCase(type, with: Self.formEncodedType) || MultipartForm.boundary(contentType: type) != nil
+        return Self.startsIgnoringCase(type, with: "application/x-www-form-urlencoded")
+            || (Self.startsIgnoringCase(type, with: "multipart/form-data") && MultipartForm.boundary(contentType: type) != nil)
     }
 
     /// The most of a body Foyer reads for this request: a post's form or API request may carry a picture.
