@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // The operator's terms may be Markdown: Ink is a small Markdown-to-HTML parser with no dependencies.
+        .package(url: "https://github.com/JohnSundell/Ink.git", from: "0.6.0"),
     ],
     targets: [
         // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function.
@@ -78,6 +80,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Ink", package: "Ink"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

@@ -68,6 +68,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "HTTPS") var https: HTTPSOptions
 
+    @OptionGroup(title: "Moderation") var moderation: ModerationOptions
+
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
 
@@ -316,6 +318,7 @@ struct Serve: AsyncParsableCommand {
         config.mail = try mail.settings(environment: environment)
         config.deploy = try deploy.settings(environment: environment)
         config.https = try https.settings(environment: environment)
+        config.moderation = try moderation.settings(environment: environment)
         // Served over HTTPS, cookies are Secure (they are also when a balancer says it terminated TLS).
         if config.https.isOn { config.secureCookies = true }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
@@ -360,7 +363,7 @@ struct Migrate: AsyncParsableCommand {
 
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "user", abstract: "Manage local accounts.", subcommands: [AddUser.self]
+        commandName: "user", abstract: "Manage local accounts.", subcommands: [AddUser.self, SetRole.self]
     )
 }
 
@@ -389,5 +392,37 @@ struct AddUser: AsyncParsableCommand {
         } catch let error as UserError {
             throw ValidationError(error.description)
         }
+    }
+}
+
+struct SetRole: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "role", abstract: "Make an account a moderator or an admin, or take its role away (none); sessions see it within a minute."
+    )
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(help: "The account's email address")
+    var email: String
+
+    @Argument(help: "moderator, admin or none")
+    var role: String
+
+    func run() async throws {
+        let newRole: User.Role?
+        switch role.lowercased() {
+        case "none": newRole = nil
+        default:
+            guard let known = User.Role(rawValue: role.lowercased()) else {
+                throw ValidationError("\"\(role)\" is not a role: say moderator, admin or none")
+            }
+            newRole = known
+        }
+        let store = try await common.openStore()
+        defer { if case .postgres(let postgres) = store { postgres.close() } }
+        guard let user = try await UserRepository(store: store).setRole(newRole, email: email) else {
+            throw ValidationError("No account has the address \(email)")
+        }
+        print("\(user.name) <\(user.email)> is now \(newRole.map { "a\($0 == .admin ? "n" : "") \($0.rawValue)" } ?? "without a role").")
     }
 }

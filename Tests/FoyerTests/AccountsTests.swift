@@ -69,7 +69,7 @@ import Testing
         let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
         let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
         try await harness.test { client in
-            let body = #"{"name": "Grace Hopper", "email": "Grace@Example.com", "password": "a ship in harbor"}"#
+            let body = #"{"name": "Grace Hopper", "email": "Grace@Example.com", "password": "a ship in harbor", "accept_terms": true}"#
             try await client.execute(
                 uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(json: body)
             ) { response in
@@ -81,7 +81,7 @@ import Testing
             }
             try await client.execute(
                 uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"],
-                body: ByteBuffer(json: #"{"name": "Someone", "email": "grace@example.com", "password": "another good one"}"#)
+                body: ByteBuffer(json: #"{"name": "Someone", "email": "grace@example.com", "password": "another good one", "accept_terms": "1"}"#)
             ) { response in
                 #expect(response.status == .unprocessableContent)
                 #expect(response.json()["errors"] as? [String: [String]] == ["email": ["has already been taken"]])
@@ -93,6 +93,7 @@ import Testing
                 #expect(response.status == .unprocessableContent)
                 #expect(response.json()["errors"] as? [String: [String]] == [
                     "name": ["can't be blank"], "email": ["is not an email address"], "password": ["is too short (minimum is 8 characters)"],
+                    "accept_terms": ["must be accepted"],
                 ])
             }
             // The welcome mail, written in the sign-up's transaction, reaches the folder once the sender took it.

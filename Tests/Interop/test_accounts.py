@@ -143,7 +143,7 @@ def accounts_server(tmp_path_factory, smtp, ups):  # noqa: F811
 def sign_up(server, name: str, email_address: str, password: str) -> tuple[int, dict, dict]:
     status, headers, body = curl_response(
         server.url + "/api/v1/users", "-H", "Content-Type: application/json",
-        "--data", json.dumps({"name": name, "email": email_address, "password": password}),
+        "--data", json.dumps({"name": name, "email": email_address, "password": password, "accept_terms": True}),
     )
     return status, headers, json.loads(body)
 
@@ -200,6 +200,7 @@ def test_signing_up_through_the_form_in_chromium(accounts_server, smtp, browser)
     page.fill("#sign-up-name", "Ada Lovelace")
     page.fill("#sign-up-email", "ada.form@example.com")
     page.fill("#sign-up-password", "password1")
+    page.check("#sign-up-accept-terms")
     page.click("button[type=submit]")
     page.locator("#password-error").wait_for()
     assert "most common passwords" in page.locator("#password-error").inner_text()
@@ -396,6 +397,7 @@ def test_the_account_page_changes_the_name_and_deletes_the_account_after_its_own
     page.fill("#sign-up-name", "Page Person")
     page.fill("#sign-up-email", "page.person@example.com")
     page.fill("#sign-up-password", "pages all the way down")
+    page.check("#sign-up-accept-terms")
     page.click("button[type=submit]")
     page.wait_for_url(accounts_server.url + "/")
     page.goto(accounts_server.url + "/account")

@@ -19,10 +19,12 @@ struct SignUpController {
 
     /// What someone asked for, read from a form or a JSON body (flat, or nested under `user` as Rails clients send).
     struct SignUpForm: FormOrJSONBody {
-        static let expectedJSON = #"{"name": "…", "email": "…", "password": "…"}"#
+        static let expectedJSON = #"{"name": "…", "email": "…", "password": "…", "accept_terms": true}"#
         var name = ""
         var email = ""
         var password = ""
+        /// The terms (`/terms`) accepted, as Rails' acceptance validation reads a checkbox: true, "1", "true", "on", "yes".
+        var acceptTerms = false
 
         init() {}
 
@@ -30,9 +32,13 @@ struct SignUpController {
             name = fields["name"] ?? fields["user[name]"] ?? ""
             email = fields["email"] ?? fields["user[email]"] ?? ""
             password = fields["password"] ?? fields["user[password]"] ?? ""
+            acceptTerms = Self.isAcceptance(fields["accept_terms"] ?? fields["user[accept_terms]"])
         }
 
-        private enum CodingKeys: String, CodingKey { case name, email, password, user }
+        private enum CodingKeys: String, CodingKey {
+            case name, email, password, user
+            case acceptTerms = "accept_terms"
+        }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -40,6 +46,15 @@ struct SignUpController {
             name = try fields.decodeIfPresent(String.self, forKey: .name) ?? ""
             email = try fields.decodeIfPresent(String.self, forKey: .email) ?? ""
             password = try fields.decodeIfPresent(String.self, forKey: .password) ?? ""
+            if let accepted = try? fields.decodeIfPresent(Bool.self, forKey: .acceptTerms) {
+                acceptTerms = accepted
+            } else {
+                acceptTerms = Self.isAcceptance(try? fields.decodeIfPresent(String.self, forKey: .acceptTerms))
+            }
+        }
+
+        static func isAcceptance(_ value: String?) -> Bool {
+            ["1", "true", "on", "yes"].contains(value?.lowercased() ?? "")
         }
     }
 
@@ -48,6 +63,8 @@ struct SignUpController {
         let name: FormField
         let email: FormField
         let password: FormField
+        let acceptTerms: FormField
+        let termsAccepted: Bool
         let errors: [String]
         let hasErrors: Bool
         let csrfToken: String?
@@ -69,6 +86,7 @@ struct SignUpController {
         let view = SignUpView(
             name: FormField("name", value: form.name, errors: fieldErrors), email: FormField("email", value: form.email, errors: fieldErrors),
             password: FormField("password", value: "", errors: fieldErrors),
+            acceptTerms: FormField("accept_terms", value: "", errors: fieldErrors), termsAccepted: form.acceptTerms,
             errors: message.map { [$0] } ?? errors?.fullMessages ?? [], hasErrors: message != nil || errors != nil, csrfToken: csrfToken,
             returnTo: returnTo, signInPath: returnTo.map { "/sign_in?return_to=" + FormEncoding.escape($0) } ?? "/sign_in"
         )
@@ -123,7 +141,7 @@ struct SignUpController {
         }
         try await accounts.throttle.countRequest("sign-up", clientIP: request.clientIP(context: context, trustProxy: signIn.trustProxy))
         let mail = accounts.mail
-        let user = try await signIn.users.signUp(name: form.name, email: form.email, password: form.password) { user in
+        let user = try await signIn.users.signUp(name: form.name, email: form.email, password: form.password, acceptsTerms: form.acceptTerms) { user in
             mail.confirmation(for: user, address: user.email, welcome: true)
         }
         accounts.outbox.nudge()

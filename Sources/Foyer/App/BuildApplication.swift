@@ -20,7 +20,8 @@ public func buildApplication(
     let providers = ProvidersFeature(app, keycloak: keycloakSettings, settings: providerSettings, sessions: sessions.sessions)
     let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
     let accounts = AccountsFeature(app, sessions: sessions, push: push)
-    let posts = PostsFeature(app)
+    let moderation = try await ModerationFeature(app)
+    let posts = PostsFeature(app, terms: moderation.terms)
     let idempotency = IdempotencyFeature(app)
     let tasks = try TasksFeature(app, push: push, providers: providers, idempotency: idempotency.keys)
     // A local demo account is no use when the realm checks every password.
@@ -32,7 +33,7 @@ public func buildApplication(
 
     let (router, errors) = try buildRouter(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
-        tasks: tasks, idempotency: idempotency
+        moderation: moderation, tasks: tasks, idempotency: idempotency
     )
     let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds, drain: app.drain)
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
@@ -87,7 +88,7 @@ public func buildApplication(
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
     _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
-    accounts: AccountsFeature, posts: PostsFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
+    accounts: AccountsFeature, posts: PostsFeature, moderation: ModerationFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
@@ -113,6 +114,7 @@ func buildRouter(
     signIn.addRoutes(to: router, views: views)
     accounts.addRoutes(to: router, signIn: signIn.signIn, views: views, posts: posts.posts)
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
+    moderation.addRoutes(to: router, views: views, signIn: signIn.signIn)
     posts.addRoutes(to: router, views: views, streams: app.streams)
     LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds).addRoutes(to: router)
     push.addRoutes(to: router)

@@ -58,6 +58,23 @@ struct ErrorMiddleware: RouterMiddleware {
             guard request.wantsJSON else { return signInForm.page(request: request, context: context, returnTo: nil, throttled: throttled) }
             return Response.json(["error": throttled.message], status: .tooManyRequests).retrying(after: throttled)
         }
+        if let refused = error as? TermsNotAccepted {
+            if request.wantsJSON {
+                struct Body: Encodable {
+                    let error = "terms_not_accepted"
+                    let message = TermsNotAccepted.message
+                    let termsURL = Terms.path
+                    let termsVersion: String
+                }
+                return Response.json(Body(termsVersion: refused.terms.version), status: .forbidden)
+            }
+            let view = TermsController.TermsView(
+                refused.terms, identity: refused.identity, returnTo: request.method == .get ? request.pathAndQuery : nil, refusedWrite: true
+            )
+            var signedIn = context
+            signedIn.identity = refused.identity
+            return views.page("terms/show", ["title": "Accept the terms to post", "terms": view], request: request, context: signedIn, status: .forbidden)
+        }
         if let invalid = error as? ValidationFailed, request.wantsJSON {
             struct Body: Encodable {
                 let error: String

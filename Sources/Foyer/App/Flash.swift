@@ -24,6 +24,7 @@ enum Flash: String, CaseIterable, Sendable {
     case passwordChanged = "password-changed"
     case emailChangeMailed = "email-change-mailed"
     case accountDeleted = "account-deleted"
+    case termsAccepted = "terms-accepted"
 
     static let cookieName = "foyer_flash"
 
@@ -48,6 +49,7 @@ enum Flash: String, CaseIterable, Sendable {
         case .passwordChanged: "Your password is changed, and every other device is signed out."
         case .emailChangeMailed: "A link to confirm the new address is on its way to it; until then you sign in with this one."
         case .accountDeleted: "Your account and everything in it are deleted."
+        case .termsAccepted: "Thank you: you accepted the terms, and you may post."
         }
     }
 

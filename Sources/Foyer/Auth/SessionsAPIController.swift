@@ -169,14 +169,18 @@ struct SessionsAPIController {
         let createdAt: Date
         /// The provider this sign-in came from (`ProviderSettings.name`); null for a local account's password.
         let provider: String?
+        /// `moderator`, `admin`, or null.
+        let role: User.Role?
+        /// When the terms were last accepted (null: never); `GET /terms` says whether that covers the version in force.
+        let termsAcceptedAt: Date?
 
         init(_ user: User, provider: String?) {
             (id, name, email, emailConfirmed) = (user.id ?? 0, user.name, user.email, user.emailConfirmedAt != nil)
-            (createdAt, self.provider) = (user.createdAt, provider)
+            (createdAt, self.provider, role, termsAcceptedAt) = (user.createdAt, provider, user.role, user.termsAcceptedAt)
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, name, email, emailConfirmed, createdAt, provider
+            case id, name, email, emailConfirmed, createdAt, provider, role, termsAcceptedAt
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -187,6 +191,8 @@ struct SessionsAPIController {
             try container.encode(emailConfirmed, forKey: .emailConfirmed)
             try container.encode(createdAt, forKey: .createdAt)
             try container.encode(provider, forKey: .provider)
+            try container.encode(role, forKey: .role)
+            try container.encode(termsAcceptedAt, forKey: .termsAcceptedAt)
         }
     }
 

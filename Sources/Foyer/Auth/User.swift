@@ -15,13 +15,31 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     /// When the owner proved the address is theirs (a mailed link; a provider's `email_verified`; an operator's
     /// `foyer user add`); nil until then.
     public var emailConfirmedAt: Date?
+    /// When the owner last accepted the terms: they accepted the version in force then (`Terms.isAccepted`). Nil:
+    /// never (a provider's account, one from before the terms existed).
+    public var termsAcceptedAt: Date?
+    /// What the account may do to others' content; nil for most people.
+    public var role: Role?
+    /// When a moderator suspended the account: it may not sign in, and nobody else sees its posts.
+    public var suspendedAt: Date?
+
+    public enum Role: String, Codable, Sendable, CaseIterable {
+        /// Works the moderation queue: removes posts, suspends and warns accounts.
+        case moderator
+        /// A moderator who also gives and takes roles.
+        case admin
+    }
 
     public init(
-        id: Int64? = nil, email: String, name: String, passwordHash: String, createdAt: Date, emailConfirmedAt: Date? = nil
+        id: Int64? = nil, email: String, name: String, passwordHash: String, createdAt: Date, emailConfirmedAt: Date? = nil,
+        termsAcceptedAt: Date? = nil
     ) {
         (self.id, self.email, self.name, self.passwordHash) = (id, email, name, passwordHash)
-        (self.createdAt, self.emailConfirmedAt) = (createdAt, emailConfirmedAt)
+        (self.createdAt, self.emailConfirmedAt, self.termsAcceptedAt) = (createdAt, emailConfirmedAt, termsAcceptedAt)
     }
+
+    /// Moderators and admins: they see removed and held posts and work the queue.
+    var moderates: Bool { role != nil }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
@@ -101,13 +119,16 @@ public struct UserRepository: Sendable {
         let hash = try await passwords.hash(password)
         let now = Date()
         let name = name.map(Self.tidy(name:)).flatMap { $0.isEmpty ? nil : $0 } ?? User.defaultName(email: email)
-        return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: now, emailConfirmedAt: now))
+        // Vouched for by the operator: the terms in force now count as accepted.
+        return try await storage.insert(
+            User(email: email, name: name, passwordHash: hash, createdAt: now, emailConfirmedAt: now, termsAcceptedAt: now)
+        )
     }
 
     /// Someone signing themselves up: every field's problems at once, Rails-style, as `ValidationFailed`
     /// (`{"email": ["has already been taken"]}`). The address waits to be confirmed.
     func signUp(
-        name rawName: String, email rawEmail: String, password: String, writes: @escaping @Sendable (User) throws -> AccountWrites
+        name rawName: String, email rawEmail: String, password: String, acceptsTerms: Bool, writes: @escaping @Sendable (User) throws -> AccountWrites
     ) async throws -> User {
         let (name, email) = (Self.tidy(name: rawName), User.normalize(email: rawEmail))
         var errors = Self.nameErrors(name)
@@ -118,12 +139,14 @@ public struct UserRepository: Sendable {
         }
         let problems = PasswordRules.problems(password, email: email)
         if !problems.isEmpty { errors["password"] = problems }
+        if !acceptsTerms { errors["accept_terms"] = ["must be accepted"] }
         guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
         // Hashing takes a while: an address already taken is answered without it.
         if try await storage.find(email: email) != nil { throw ValidationFailed(errors: ["email": ["has already been taken"]]) }
         let hash = try await passwords.hash(password)
         do {
-            return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: Date()), writes: writes)
+            let now = Date()
+            return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: now, termsAcceptedAt: now), writes: writes)
         } catch UserError.emailTaken {
             throw ValidationFailed(errors: ["email": ["has already been taken"]])
         }
@@ -150,6 +173,11 @@ public struct UserRepository: Sendable {
 
     public func count() async throws -> Int {
         try await storage.count()
+    }
+
+    /// Gives the account with `email` a role (nil: none); nil when no account has that address.
+    public func setRole(_ role: User.Role?, email: String) async throws -> User? {
+        try await storage.setRole(role, email: User.normalize(email: email))
     }
 
     /// The user whose email and password match, or nil. Takes as long for an unknown email as for a wrong password.

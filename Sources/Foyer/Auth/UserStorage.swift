@@ -12,6 +12,8 @@ protocol UserStorage: Sendable {
     func find(id: Int64) async throws -> User?
     /// A hash made again (a pre-hashed one replacing bcrypt's own at sign-in).
     func setPasswordHash(_ hash: String, userId: Int64) async throws
+    /// The account with that (normalized) address, given `role`; nil when there is none.
+    func setRole(_ role: User.Role?, email: String) async throws -> User?
     func find(provider: String, subject: String) async throws -> User?
     /// Matched by provider and `subject`; else the user who has `email` is linked when `link(user, hasIdentities)`
     /// allows (else nil), else a user is provisioned (named `name`, the address confirmed when `emailVerified`): with
@@ -61,6 +63,15 @@ struct SQLiteUserStorage: UserStorage {
         try database.readNow { try User.fetchCount($0) }
     }
 
+    func setRole(_ role: User.Role?, email: String) async throws -> User? {
+        try await database.write { db in
+            guard var user = try User.filter(Column("email") == email).fetchOne(db) else { return nil }
+            user.role = role
+            try user.update(db, columns: ["role"])
+            return user
+        }
+    }
+
     func find(email: String) async throws -> User? {
         try database.readStatementNow { db in try User.filter(Column("email") == email).fetchOne(db) }
     }
@@ -108,7 +119,9 @@ struct SQLiteUserStorage: UserStorage {
 enum PostgresUsers {
     /// The user columns of a join, renamed with `prefix` so they cannot clash with the other table's.
     static func columns(as prefix: String) -> String {
-        ["id", "email", "name", "password_hash", "created_at", "email_confirmed_at"].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
+        [
+            "id", "email", "name", "password_hash", "created_at", "email_confirmed_at", "terms_accepted_at", "role", "suspended_at",
+        ].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
     }
 
     static func user(_ row: PostgresRandomAccessRow, prefix: String = "") throws -> User {
@@ -124,8 +137,9 @@ struct PostgresUserStorage: UserStorage {
         do {
             return try await store.transaction { connection in
                 let rows = try await connection.run("""
-                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at)
-                    VALUES (\(user.email), \(user.name), \(user.passwordHash), \(user.createdAt), \(user.emailConfirmedAt)) RETURNING id
+                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at, terms_accepted_at)
+                    VALUES (\(user.email), \(user.name), \(user.passwordHash), \(user.createdAt), \(user.emailConfirmedAt),
+                    \(user.termsAcceptedAt)) RETURNING id
                     """, logger: logger)
                 var inserted = user
                 inserted.id = try rows[0].decode(Int64.self)
@@ -147,6 +161,12 @@ struct PostgresUserStorage: UserStorage {
 
     func count() async throws -> Int {
         try await store.query("SELECT count(*) FROM users")[0].decode(Int.self)
+    }
+
+    func setRole(_ role: User.Role?, email: String) async throws -> User? {
+        try await store.query("UPDATE users SET role = \(role?.rawValue) WHERE lower(email) = lower(\(email)) RETURNING *").first.map {
+            try PostgresUsers.user($0.makeRandomAccess())
+        }
     }
 
     func find(email: String) async throws -> User? {

@@ -120,6 +120,8 @@ public struct FoyerConfig: Sendable {
     public var deploy = DeploySettings()
     /// HTTPS from certificate files and the plain-HTTP port's redirect (`HTTPS/HTTPSOptions`).
     public var https = HTTPSSettings()
+    /// The terms people accept before posting, and the operator's address (`Moderation/ModerationOptions`).
+    public var moderation = ModerationSettings()
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

@@ -5,6 +5,8 @@ import Hummingbird
 /// The posts JSON API for native screens and curl: `/api/v1/posts` and the Rails-style `/posts.json` twins.
 struct PostsAPIController {
     let posts: PostRepository
+    /// Only those who accepted them may write.
+    let terms: Terms
     /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key.
     let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
     /// Encoded posts the same way: a native screen opens the same posts again and again, and a database read and
@@ -129,6 +131,7 @@ struct PostsAPIController {
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
+        try terms.requireAccepted(by: identity)
         let created = try await posts.create(try await Self.changes(from: request), author: identity.user)
         var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
         response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
@@ -137,6 +140,7 @@ struct PostsAPIController {
 
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
+        try terms.requireAccepted(by: context.identity)
         let updated = try await posts.update(published, with: try await Self.changes(from: request))
         return .json(PostJSON(updated, baseURL: request.baseURL))
     }

@@ -8,6 +8,7 @@ struct PostsController {
     let views: Views
     let streams: LiveStreams
     let fragments: PostFragments
+    let terms: Terms
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
     /// whether anyone is signed in (the "New post" link) and the reader's clock ("3 minutes ago", in their time
     /// zone, to the minute): keep it that way, or add to the key.
@@ -76,11 +77,13 @@ struct PostsController {
     }
 
     @Sendable func new(request: Request, context: SignedInContext) async throws -> Response {
+        try terms.requireAccepted(by: context.identity)
         return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil, current: nil)
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
+        try terms.requireAccepted(by: identity)
         let changes = try await Self.formChanges(request)
         do {
             let created = try await posts.create(changes, author: identity.user)
@@ -93,12 +96,14 @@ struct PostsController {
 
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
+        try terms.requireAccepted(by: context.identity)
         let changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
         return form(request: request, context: context, changes: changes, id: published.id, current: published.picture)
     }
 
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
+        try terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         do {
             _ = try await posts.update(published, with: changes)

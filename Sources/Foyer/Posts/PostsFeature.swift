@@ -12,8 +12,11 @@ struct PostsFeature {
     let changes: ChangeFeed<PostChange>
     let fragments: PostFragments
     let pictures: PicturesController
+    /// Only those who accepted them may write.
+    let terms: Terms
 
-    init(_ app: Foundations) {
+    init(_ app: Foundations, terms: Terms) {
+        self.terms = terms
         let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
         self.changes = changes
         let fragments = PostFragments(views: app.views)
@@ -50,9 +53,9 @@ struct PostsFeature {
     }
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        PostsAPIController(posts: posts).addRoutes(to: router)
+        PostsAPIController(posts: posts, terms: terms).addRoutes(to: router)
         pictures.addRoutes(to: router)
-        PostsController(posts: posts, views: views, streams: streams, fragments: fragments).addRoutes(to: router)
+        PostsController(posts: posts, views: views, streams: streams, fragments: fragments, terms: terms).addRoutes(to: router)
     }
 }
 

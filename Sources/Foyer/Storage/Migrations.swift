@@ -258,6 +258,18 @@ extension SQLiteStore {
                 t.column("updated_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v19: user-generated content: terms accepted, roles, suspensions") { db in
+            // An account accepted the terms in force when it last said yes (`terms_versions`); NULL: never.
+            try db.alter(table: "users") { t in
+                t.add(column: "terms_accepted_at", .datetime)
+                t.add(column: "role", .text)
+                t.add(column: "suspended_at", .datetime)
+            }
+            try db.create(table: "terms_versions") { t in
+                t.primaryKey("version", .text)
+                t.column("effective_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -515,6 +527,12 @@ extension PostgresMigrations {
         ]),
         ("11: certificates from an ACME server, their account and open challenges (SQLite's v18)", [
             "CREATE TABLE acme_items (name TEXT PRIMARY KEY, value BYTEA NOT NULL, updated_at TIMESTAMPTZ NOT NULL)",
+        ]),
+        ("12: user-generated content: terms accepted, roles, suspensions (SQLite's v19)", [
+            "ALTER TABLE users ADD COLUMN terms_accepted_at TIMESTAMPTZ",
+            "ALTER TABLE users ADD COLUMN role TEXT",
+            "ALTER TABLE users ADD COLUMN suspended_at TIMESTAMPTZ",
+            "CREATE TABLE terms_versions (version TEXT PRIMARY KEY, effective_at TIMESTAMPTZ NOT NULL)",
         ]),
     ]
 }
