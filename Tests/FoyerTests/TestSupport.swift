@@ -196,9 +196,10 @@ func signInForm(_ client: some TestClientProtocol, headers extra: HTTPFields = [
     }
 }
 
-/// Waits for `check` to hold, asking every 50 ms; records an issue when it does not within `limit`.
+/// Waits for `check` to hold, asking every 50 ms; records an issue when it does not within `limit` (wide: it tells an
+/// event from its absence, and CI runs every suite at once on two cores).
 func eventually(
-    within limit: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation, _ check: @Sendable () async throws -> Bool
+    within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation, _ check: @Sendable () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + limit
     while try await !check() {
