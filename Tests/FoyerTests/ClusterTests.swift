@@ -216,7 +216,7 @@ private final class Instance: @unchecked Sendable {
         app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil)
         push = try PushFeature(app)
         sessions = SessionsFeature(app, ending: push.sessionEnding)
-        posts = PostsFeature(app, terms: try await ModerationFeature(app).terms)
+        posts = PostsFeature(app, terms: try await ModerationFeature(app, mail: MailFeature(app)).terms)
         tasks = try TasksFeature(
             app, push: push, providers: ProvidersFeature(app, keycloak: nil, settings: [], sessions: sessions.sessions),
             idempotency: IdempotencyKeys(store: store)

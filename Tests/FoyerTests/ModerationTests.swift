@@ -161,3 +161,123 @@ import Testing
         #expect(try await store.userStorage.find(email: "ada@example.com")?.role == nil)
     }
 }
+
+/// Reports of posts and people: filed once per open target, a copy kept, moderators mailed, at most 20 an hour.
+@Suite struct ReportsTests {
+    static func post(_ client: some TestClientProtocol, token: String, title: String) async throws -> Int64 {
+        try await client.execute(
+            uri: "/api/v1/posts", method: .post, headers: bearer(token).merging([.contentType: "application/json"]),
+            body: ByteBuffer(json: #"{"title": "\#(title)", "content": "Words of \#(title)"}"#)
+        ) { response in
+            #expect(response.status == .created)
+            return try #require(response.json()["id"] as? Int64 ?? (response.json()["id"] as? Int).map(Int64.init))
+        }
+    }
+
+    static func report(_ client: some TestClientProtocol, token: String, _ body: String) async throws -> (HTTPResponse.Status, [String: Any], String?) {
+        try await client.execute(
+            uri: "/api/v1/reports", method: .post, headers: bearer(token).merging([.contentType: "application/json"]), body: ByteBuffer(json: body)
+        ) { ($0.status, $0.json(), $0.headers[.retryAfter]) }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aReportIsFiledOnceKeepsWhatWasReportedAndTellsTheModerators(kind: TestStoreKind) async throws {
+        let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
+        let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let id = try await Self.post(client, token: ada, title: "Buy now")
+            try await client.execute(
+                uri: "/api/v1/reports", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(json: #"{"post_id": \#(id), "reason": "spam"}"#)
+            ) { #expect($0.status == .unauthorized) }
+            for (body, field) in [
+                (#"{"post_id": \#(id), "reason": "boring"}"#, "reason"), (#"{"reason": "spam"}"#, "post_id"),
+                (#"{"post_id": \#(id), "user_id": 1, "reason": "spam"}"#, "post_id"), (#"{"post_id": 999999, "reason": "spam"}"#, "post_id"),
+                (#"{"post_id": \#(id), "reason": "spam", "comment": "\#(String(repeating: "x", count: 1001))"}"#, "comment"),
+            ] {
+                let (status, json, _) = try await Self.report(client, token: bob, body)
+                #expect(status == .unprocessableContent && (json["errors"] as? [String: [String]])?[field] != nil, "\(body.prefix(60))")
+            }
+            // Nobody reports their own post.
+            #expect(try await Self.report(client, token: ada, #"{"post_id": \#(id), "reason": "spam"}"#).0 == .unprocessableContent)
+            let comment = String(repeating: "y", count: 1000)
+            let (status, first, _) = try await Self.report(client, token: bob, #"{"post_id": \#(id), "reason": "spam", "comment": "\#(comment)"}"#)
+            #expect(status == .created && first["status"] as? String == "open" && first["reason"] as? String == "spam")
+            let (again, second, _) = try await Self.report(client, token: bob, #"{"post_id": \#(id), "reason": "hate"}"#)
+            #expect(again == .ok && second["id"] as? Int == first["id"] as? Int, "the same open report, not a second one")
+            let (person, aboutAda, _) = try await Self.report(client, token: bob, #"{"user_id": 1, "reason": "harassment"}"#)
+            #expect(person == .created && aboutAda["id"] as? Int != first["id"] as? Int)
+            // The author changes the post afterwards: the report still holds what was reported.
+            try await client.execute(
+                uri: "/api/v1/posts/\(id)", method: .patch, headers: bearer(ada).merging([.contentType: "application/json"]),
+                body: ByteBuffer(json: #"{"title": "Innocent now"}"#)
+            ) { #expect($0.status == .ok) }
+        }
+        let store = try await Store.reopen(harness.store)
+        defer { store.close() }
+        let kept = try await store.reportStorage.file(
+            ReportDraft(reporterId: 2, target: .post(1), reason: .spam, comment: ""), now: Date(), mails: { _, _, _ in [] }
+        )
+        guard case .alreadyOpen(let report) = kept else { Issue.record("expected the open report, got \(kept)"); return }
+        #expect(report.keptTitle == "Buy now" && report.keptContent == "Words of Buy now" && report.comment.count == 1000)
+        // Carol, the moderator, was mailed about each new report.
+        try await eventually(within: .seconds(30)) {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: mailFolder)) ?? []
+            let mails = files.compactMap { try? String(contentsOfFile: mailFolder + "/" + $0, encoding: .utf8) }
+            return mails.filter { $0.contains("carol@example.com") && $0.contains("New report") }.count == 2
+        }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aPersonMayReportTwentyTimesAnHourAndNotOnceMore(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            var ids: [Int64] = []
+            for number in 1...21 { ids.append(try await Self.post(client, token: ada, title: "Post \(number)")) }
+            for id in ids.prefix(20) {
+                #expect(try await Self.report(client, token: bob, #"{"post_id": \#(id), "reason": "other"}"#).0 == .created)
+            }
+            let (status, json, retryAfter) = try await Self.report(client, token: bob, #"{"post_id": \#(ids[20]), "reason": "other"}"#)
+            #expect(status == .tooManyRequests && (json["error"] as? String)?.contains("20 reports") == true)
+            let seconds = try #require(retryAfter.flatMap { Int($0) })
+            #expect(seconds > 3500 && seconds <= 3600)
+            // Another person is not held by Bob's count.
+            #expect(try await Self.report(client, token: ada, #"{"user_id": 2, "reason": "other"}"#).0 == .created)
+        }
+    }
+
+    @Test func theReportFormIsOfferedToReadersButNotTheAuthorAndFilesFromTheWeb() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let id = try await Self.post(client, token: ada, title: "Hello")
+            try await client.execute(uri: "/posts/\(id)", method: .get, headers: cookieHeader(ada)) { #expect(!$0.text.contains("/report")) }
+            try await client.execute(uri: "/posts/\(id)", method: .get, headers: browserHeaders) { #expect(!$0.text.contains("/report")) }
+            try await client.execute(uri: "/posts/\(id)", method: .get, headers: cookieHeader(bob)) {
+                #expect($0.text.contains(#"href="/posts/\#(id)/report""#))
+            }
+            let csrf = try await client.execute(uri: "/posts/\(id)/report", method: .get, headers: cookieHeader(bob)) { response in
+                #expect(response.status == .ok && response.text.contains(#"value="harassment""#))
+                return try csrfToken(in: response.text)
+            }
+            var headers = cookieHeader(bob)
+            headers[.contentType] = "application/x-www-form-urlencoded"
+            try await client.execute(
+                uri: "/posts/\(id)/report", method: .post, headers: headers, body: formBody([("authenticity_token", csrf), ("comment", "hm")])
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.text.contains(#"id="reason-error""#) && response.text.contains(">hm</textarea>"))
+            }
+            try await client.execute(
+                uri: "/posts/\(id)/report", method: .post, headers: headers,
+                body: formBody([("authenticity_token", csrf), ("reason", "spam"), ("comment", "hm")])
+            ) { response in
+                #expect(response.status == .seeOther && response.headers[.location] == "/posts/\(id)")
+            }
+        }
+    }
+}

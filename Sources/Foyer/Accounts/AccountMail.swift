@@ -65,7 +65,7 @@ struct AccountMail: Sendable {
         )])
     }
 
-    private func compose(
+    func compose(
         to address: String, name: String, subject: String, paragraphs: [String], button: (label: String, url: String)?, closing: String
     ) -> OutgoingMail {
         var text = "Hello \(name),\n\n" + paragraphs.joined(separator: "\n\n") + "\n\n"

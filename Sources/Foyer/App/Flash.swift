@@ -25,6 +25,7 @@ enum Flash: String, CaseIterable, Sendable {
     case emailChangeMailed = "email-change-mailed"
     case accountDeleted = "account-deleted"
     case termsAccepted = "terms-accepted"
+    case reportFiled = "report-filed"
 
     static let cookieName = "foyer_flash"
 
@@ -50,6 +51,7 @@ enum Flash: String, CaseIterable, Sendable {
         case .emailChangeMailed: "A link to confirm the new address is on its way to it; until then you sign in with this one."
         case .accountDeleted: "Your account and everything in it are deleted."
         case .termsAccepted: "Thank you: you accepted the terms, and you may post."
+        case .reportFiled: "Thank you: your report is with the moderators, who answer within 24 hours."
         }
     }
 

@@ -70,6 +70,7 @@ struct PostsController {
                 "title": published.post.title,
                 "post": PostContentView(published, time: ReaderTime(request)),
                 "mine": context.identity?.userId == published.author.id,
+                "can_report": context.identity.map { $0.userId != published.author.id } ?? false,
                 "stream_path": streams.path(of: .posts), "stream_position": position,
             ],
             request: request, context: context

@@ -270,6 +270,25 @@ extension SQLiteStore {
                 t.column("effective_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v20: reports of posts and people, each with a copy of what was reported") { db in
+            // A report outlives what it names: the post may be edited or deleted, the people may leave.
+            try db.create(table: "reports") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("reporter_id", .integer).references("users", onDelete: .setNull)
+                t.column("post_id", .integer)
+                t.column("user_id", .integer).indexed().references("users", onDelete: .setNull)
+                t.column("reason", .text).notNull()
+                t.column("comment", .text).notNull().defaults(to: "")
+                t.column("kept_title", .text)
+                t.column("kept_content", .text)
+                t.column("kept_picture_alt", .text)
+                t.column("status", .text).notNull().defaults(to: "open")
+                t.column("created_at", .datetime).notNull()
+                t.column("resolved_at", .datetime)
+            }
+            try db.create(index: "reports_by_status", on: "reports", columns: ["status", "created_at"])
+            try db.create(index: "reports_by_reporter", on: "reports", columns: ["reporter_id", "created_at"])
+        }
         return migrator
     }
 }
@@ -533,6 +552,27 @@ extension PostgresMigrations {
             "ALTER TABLE users ADD COLUMN role TEXT",
             "ALTER TABLE users ADD COLUMN suspended_at TIMESTAMPTZ",
             "CREATE TABLE terms_versions (version TEXT PRIMARY KEY, effective_at TIMESTAMPTZ NOT NULL)",
+        ]),
+        ("13: reports of posts and people, each with a copy of what was reported (SQLite's v20)", [
+            """
+            CREATE TABLE reports (
+                id BIGSERIAL PRIMARY KEY,
+                reporter_id BIGINT REFERENCES users ON DELETE SET NULL,
+                post_id BIGINT,
+                user_id BIGINT REFERENCES users ON DELETE SET NULL,
+                reason TEXT NOT NULL,
+                comment TEXT NOT NULL DEFAULT '',
+                kept_title TEXT,
+                kept_content TEXT,
+                kept_picture_alt TEXT,
+                status TEXT NOT NULL DEFAULT 'open',
+                created_at TIMESTAMPTZ NOT NULL,
+                resolved_at TIMESTAMPTZ
+            )
+            """,
+            "CREATE INDEX reports_by_user ON reports (user_id)",
+            "CREATE INDEX reports_by_status ON reports (status, created_at)",
+            "CREATE INDEX reports_by_reporter ON reports (reporter_id, created_at)",
         ]),
     ]
 }

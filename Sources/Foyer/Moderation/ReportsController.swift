@@ -1,0 +1,183 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Reporting a post or a person to the moderators: `POST /api/v1/reports` for native code, and the form a post's
+/// "Report" link opens (a modal sheet in native shells).
+struct ReportsController {
+    let storage: any ReportStorage
+    let posts: PostRepository
+    let views: Views
+    let mail: AccountMail
+    let outbox: MailSender
+
+    func addRoutes(to router: FoyerRouter) {
+        let signedIn = router.group(context: SignedInContext.self)
+        signedIn.post("/api/v1/reports", use: createFromAPI)
+        signedIn.get("/posts/{id}/report", use: form)
+        signedIn.post("/posts/{id}/report", use: createFromForm)
+    }
+
+    /// `{"post_id" | "user_id", "reason", "comment"?}`: every problem at once, Rails-style.
+    struct ReportBody: FormOrJSONBody {
+        static let expectedJSON = #"{"post_id": 1, "reason": "spam", "comment": "…"} or {"user_id": 1, "reason": "harassment"}"#
+        var postId: Int64?
+        var userId: Int64?
+        var reason: String?
+        var comment: String?
+
+        init(fields: [String: String]) {
+            (postId, userId) = (fields["post_id"].flatMap { Int64($0) }, fields["user_id"].flatMap { Int64($0) })
+            (reason, comment) = (fields["reason"], fields["comment"])
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case postId = "post_id", userId = "user_id", reason, comment
+        }
+    }
+
+    struct ReportJSON: Encodable {
+        let id: Int64
+        let status: String
+        let reason: String
+        let postId: Int64?
+        let userId: Int64?
+        let createdAt: Date
+
+        init(_ report: Report) {
+            (id, status, reason, postId, userId, createdAt) = (
+                report.id, report.status.rawValue, report.reason.rawValue, report.postId, report.userId, report.createdAt
+            )
+        }
+    }
+
+    @Sendable func createFromAPI(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeBody(as: ReportBody.self)
+        var errors: [String: [String]] = [:]
+        let target: Report.Target? = switch (body.postId, body.userId) {
+        case (let post?, nil): .post(post)
+        case (nil, let user?): .user(user)
+        case (nil, nil): nil
+        case (_?, _?): nil
+        }
+        if target == nil { errors["post_id", default: []].append("or user_id: give exactly one of them") }
+        let draft = try validated(target: target, reason: body.reason, comment: body.comment ?? "", reporter: context.identity, errors: &errors)
+        switch try await file(draft, reporter: context.identity.user) {
+        case .filed(let report):
+            var response = Response.json(ReportJSON(report), status: .created)
+            response.headers[.location] = "/api/v1/reports/\(report.id)"
+            return response
+        case .alreadyOpen(let report): return .json(ReportJSON(report))
+        case .tooMany(let retryAfter):
+            return Response.json(["error": Self.tooManyMessage], status: .tooManyRequests).retrying(at: retryAfter)
+        case .unknownTarget:
+            throw ValidationFailed(errors: [target?.isPost == true ? "post_id" : "user_id": ["names nothing you can report"]])
+        }
+    }
+
+    /// `moderation/report`: the reasons as a list to choose from, and room for a few words.
+    struct ReportFormView: Sendable {
+        struct Choice: Sendable {
+            let value: String
+            let label: String
+            let checked: Bool
+        }
+
+        let action: String
+        let cancel: String
+        let subject: String
+        let reasons: [Choice]
+        let comment: FormField
+        let reasonError: String?
+        /// Why nothing was filed, beyond a field's problem.
+        let message: String?
+        let maximumCommentLength = Report.maximumCommentLength
+    }
+
+    @Sendable func form(request: Request, context: SignedInContext) async throws -> Response {
+        let post = try await posts.find(in: context)
+        return page(for: post, reason: nil, comment: "", request: request, context: context)
+    }
+
+    @Sendable func createFromForm(request: Request, context: SignedInContext) async throws -> Response {
+        let post = try await posts.find(in: context)
+        var request = request
+        let fields = try await request.formFields(limit: 8192)
+        var errors: [String: [String]] = [:]
+        let comment = fields["comment"] ?? ""
+        do {
+            let draft = try validated(target: .post(post.id), reason: fields["reason"], comment: comment, reporter: context.identity, errors: &errors)
+            switch try await file(draft, reporter: context.identity.user) {
+            case .filed, .alreadyOpen:
+                return .afterSubmit(request, redirectTo: "/posts/\(post.id)", native: .recede).flashing(.reportFiled)
+            case .tooMany(let retryAfter):
+                return page(for: post, reason: fields["reason"], comment: comment, message: Self.tooManyMessage, request: request, context: context, status: .tooManyRequests)
+                    .retrying(at: retryAfter)
+            case .unknownTarget: errors["post_id"] = ["is your own post: delete it instead"]
+            }
+        } catch let invalid as ValidationFailed {
+            errors = invalid.errors
+        }
+        return page(
+            for: post, reason: fields["reason"], comment: comment, errors: errors, request: request, context: context, status: .unprocessableContent
+        )
+    }
+
+    private func page(
+        for post: PublishedPost, reason: String?, comment: String, errors: [String: [String]] = [:], message: String? = nil, request: Request,
+        context: SignedInContext,
+        status: HTTPResponse.Status = .ok
+    ) -> Response {
+        let view = ReportFormView(
+            action: "/posts/\(post.id)/report", cancel: "/posts/\(post.id)", subject: "“\(post.post.title)” by \(post.author.name)",
+            reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label, checked: $0.rawValue == reason) },
+            comment: FormField("comment", value: comment, errors: errors),
+            reasonError: (errors["reason"] ?? errors["post_id"]).map { "Reason " + $0.joined(separator: ". ") }, message: message
+        )
+        return views.page("moderation/report", ["title": "Report a post", "form_page": true, "report": view], request: request, context: context, status: status)
+    }
+
+    private func validated(
+        target: Report.Target?, reason: String?, comment: String, reporter: Identity, errors: inout [String: [String]]
+    ) throws -> ReportDraft {
+        let reason = reason.flatMap(Report.Reason.init(rawValue:))
+        if reason == nil {
+            errors["reason", default: []].append("must be one of \(Report.Reason.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        if comment.unicodeScalars.count > Report.maximumCommentLength {
+            errors["comment", default: []].append("is too long (maximum is \(Report.maximumCommentLength) characters)")
+        }
+        guard errors.isEmpty, let target, let reason else { throw ValidationFailed(errors: errors) }
+        return ReportDraft(reporterId: reporter.userId, target: target, reason: reason, comment: comment)
+    }
+
+    private func file(_ draft: ReportDraft, reporter: User) async throws -> FiledReport {
+        let (mail, origin) = (mail, mail.origin)
+        let filed = try await storage.file(draft, now: Date()) { report, reported, moderators in
+            moderators.map { moderator in
+                var paragraphs = ["\(reporter.name) reported \(reported): \(report.reason.label.lowercased())."]
+                if !report.comment.isEmpty { paragraphs.append("In their words: “\(report.comment)”") }
+                paragraphs.append("Reports are to be answered within 24 hours.")
+                return mail.compose(
+                    to: moderator.email, name: moderator.name, subject: "New report: \(report.reason.label)", paragraphs: paragraphs,
+                    button: report.postId.map { ("See the post", "\(origin)/posts/\($0)") },
+                    closing: "You get this mail because you are a moderator."
+                )
+            }
+        }
+        if case .filed = filed { outbox.nudge() }
+        return filed
+    }
+
+    static let tooManyMessage = "You made \(Report.hourlyLimit) reports in the last hour, the most one person may: please try again later."
+}
+
+extension Response {
+    /// This `429` says when to try again.
+    func retrying(at date: Date) -> Response {
+        var response = self
+        response.headers[.retryAfter] = String(max(1, Int(date.timeIntervalSinceNow.rounded(.up))))
+        return response
+    }
+}
