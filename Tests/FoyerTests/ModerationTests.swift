@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Testing
 
 @testable import Foyer
@@ -279,5 +280,164 @@ import Testing
                 #expect(response.status == .seeOther && response.headers[.location] == "/posts/\(id)")
             }
         }
+    }
+}
+
+/// The queue and what moderators do from it: remove and restore a post, suspend and reinstate an account, roles.
+@Suite struct ModerationQueueTests {
+    static func json(_ token: String) -> HTTPFields { bearer(token).merging([.contentType: "application/json"]) }
+
+    static func act(_ client: some TestClientProtocol, token: String, report: Int, _ body: String) async throws -> (HTTPResponse.Status, [String: Any]) {
+        try await client.execute(
+            uri: "/api/v1/moderation/reports/\(report)/actions", method: .post, headers: json(token), body: ByteBuffer(json: body)
+        ) { ($0.status, $0.json()) }
+    }
+
+    static func mails(in folder: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+            try? String(contentsOfFile: folder + "/" + $0, encoding: .utf8)
+        }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aRemovedPostIsGoneForAllButItsAuthorAndModeratorsUntilRestored(kind: TestStoreKind) async throws {
+        let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
+        let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let id = try await ReportsTests.post(client, token: ada, title: "Cheap pills")
+            let kept = try await ReportsTests.post(client, token: ada, title: "A kind post")
+            let (_, filed, _) = try await ReportsTests.report(client, token: bob, #"{"post_id": \#(id), "reason": "spam", "comment": "ads again"}"#)
+            _ = try await ReportsTests.report(client, token: carol, #"{"post_id": \#(id), "reason": "illegal"}"#)
+            let report = try #require(filed["id"] as? Int)
+            // Only moderators see the queue.
+            try await client.execute(uri: "/moderation", method: .get, headers: cookieHeader(bob)) { #expect($0.status == .forbidden) }
+            try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(bob)) { #expect($0.status == .forbidden) }
+            try await client.execute(uri: "/moderation", method: .get, headers: browserHeaders) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/moderation", method: .get, headers: cookieHeader(carol)) { response in
+                #expect(response.status == .ok)
+                #expect(response.text.contains("A post by ada") && response.text.contains("by 2 people") && response.text.contains("ads again"))
+                #expect(response.text.contains(#"value="remove_post""#))
+            }
+            try await client.execute(uri: "/api/v1/moderation/reports?status=open", method: .get, headers: bearer(carol)) { response in
+                let reports = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                #expect(reports.count == 2 && reports.allSatisfy { $0["post_state"] as? String == "shown" })
+                #expect((reports[0]["kept"] as? [String: Any])?["title"] as? String == "Cheap pills")
+            }
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "explode"}"#).0 == .unprocessableContent)
+            #expect(try await Self.act(client, token: carol, report: 999_999, #"{"action": "dismiss"}"#).0 == .notFound)
+            #expect(try await Self.act(client, token: bob, report: report, #"{"action": "dismiss"}"#).0 == .forbidden)
+            let (status, done) = try await Self.act(client, token: carol, report: report, #"{"action": "remove_post", "note": "Selling pills breaks the terms"}"#)
+            #expect(status == .ok && done["resolved_reports"] as? Int == 2)
+
+            for (who, expected) in [(nil, HTTPResponse.Status.notFound), (bob, .notFound), (ada, .ok), (carol, .ok)] {
+                try await client.execute(uri: "/api/v1/posts/\(id)", method: .get, headers: who.map(bearer) ?? [:]) { response in
+                    #expect(response.status == expected, "\(who == nil ? "signed out" : who!)")
+                }
+            }
+            try await client.execute(uri: "/posts/\(id)", method: .get, headers: browserHeaders) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/v1/posts", method: .get) { response in
+                let ids = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]]).compactMap { $0["id"] as? Int }
+                #expect(ids == [Int(kept)] && response.headers[.xTotalCount] == "1")
+            }
+            try await client.execute(uri: "/posts", method: .get, headers: browserHeaders) { #expect(!$0.text.contains("Cheap pills")) }
+            try await client.execute(uri: "/api/v1/moderation/audit", method: .get, headers: bearer(carol)) { response in
+                let log = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                #expect(log.first?["action"] as? String == "remove_post" && log.first?["note"] as? String == "Selling pills breaks the terms")
+                #expect(log.first?["moderator_name"] as? String == "Carol")
+            }
+            try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(carol)) { response in
+                #expect(String(buffer: response.body) == "[]")
+            }
+            // Restored, it is back for everyone.
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "restore"}"#).0 == .ok)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.status == .ok) }
+        }
+        // Ada is told why and how to appeal, Bob that his report was handled; neither mail names the other.
+        try await eventually {
+            let mails = Self.mails(in: mailFolder)
+            return mails.contains { $0.contains("ada@example.com") && $0.contains("Your post was removed") }
+                && mails.contains { $0.contains("bob@example.com") && $0.contains("Your report was handled") }
+        }
+        let toAda = try #require(Self.mails(in: mailFolder).first { $0.contains("Your post was removed") })
+        #expect(toAda.contains("appeal") && toAda.contains("Selling pills") && !toAda.contains("bob") && !toAda.contains("Carol"))
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aSuspendedAccountIsSignedOutRefusedAndItsPostsHiddenUntilReinstated(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let id = try await ReportsTests.post(client, token: ada, title: "Mean words")
+            let (_, filed, _) = try await ReportsTests.report(client, token: bob, #"{"user_id": 1, "reason": "harassment"}"#)
+            let report = try #require(filed["id"] as? Int)
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "remove_post"}"#).0 == .unprocessableContent)
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "suspend_user", "note": "Harassment"}"#).0 == .ok)
+            try await client.execute(uri: "/api/v1/me", method: .get, headers: bearer(ada)) { #expect($0.status == .unauthorized) }
+            try await client.execute(
+                uri: "/api/v1/sessions", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(json: #"{"email": "ada@example.com", "password": "correct horse battery"}"#)
+            ) { response in
+                #expect(response.status == .forbidden && response.json()["error"] as? String == "account_suspended")
+                #expect(response.headers[HTTPField.Name("X-Session-Token")!] == nil)
+            }
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get, headers: bearer(bob)) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get, headers: bearer(carol)) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/v1/posts", method: .get) { #expect($0.headers[.xTotalCount] == "0") }
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "unsuspend"}"#).0 == .ok)
+            try await signIn(client, as: .ada)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }
+        }
+    }
+
+    @Test func onlyAdminsGiveRolesAndEveryChangeIsLogged() async throws {
+        let harness = try await TestHarness()
+        try await TermsTests.addCarol(to: harness)
+        let users = UserRepository(store: harness.store)
+        _ = try await users.setRole(.moderator, email: TermsTests.carol.email)
+        _ = try await users.setRole(.admin, email: TestUser.ada.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let body = ByteBuffer(json: #"{"email": "bob@example.com", "role": "moderator"}"#)
+            try await client.execute(uri: "/api/v1/moderation/roles", method: .post, headers: Self.json(carol), body: body) {
+                #expect($0.status == .forbidden)
+            }
+            try await client.execute(
+                uri: "/api/v1/moderation/roles", method: .post, headers: Self.json(ada), body: ByteBuffer(json: #"{"email": "bob@example.com", "role": "king"}"#)
+            ) { #expect($0.status == .unprocessableContent) }
+            try await client.execute(uri: "/api/v1/moderation/roles", method: .post, headers: Self.json(ada), body: body) { response in
+                #expect(response.status == .ok && response.json()["role"] as? String == "moderator")
+            }
+            let (bob, _) = try await signIn(client, as: .bob)
+            try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/moderation/audit", method: .get, headers: cookieHeader(ada)) { response in
+                #expect(response.text.contains("Change role") && response.text.contains("role: moderator"))
+            }
+        }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func theGaugesSayHowManyReportsWaitAndForHowLong(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let users = UserRepository(store: store, passwordHashCost: 4)
+        try await users.create(email: TestUser.ada.email, password: TestUser.ada.password)
+        try await users.create(email: TestUser.bob.email, password: TestUser.bob.password)
+        let metrics = FoyerMetrics()
+        let gauges = ModerationGauges(storage: store.moderationStorage, metrics: metrics, logger: Logger(label: "test"))
+        try await gauges.update()
+        #expect(String(buffer: metrics.exposition()).contains("foyer_moderation_open_reports 0"))
+        let filed = Date()
+        _ = try await store.reportStorage.file(ReportDraft(reporterId: 2, target: .user(1), reason: .spam, comment: ""), now: filed) { _, _, _ in [] }
+        try await gauges.update(now: filed.addingTimeInterval(90))
+        let exposition = String(buffer: metrics.exposition())
+        #expect(exposition.contains("foyer_moderation_open_reports 1"))
+        #expect(exposition.contains("foyer_moderation_oldest_open_report_age_seconds 90"))
     }
 }

@@ -11,13 +11,9 @@ struct AccountFlows: Sendable {
     /// The account's devices at Unified Push, when Foyer relays to one.
     let devices: PushDeviceRepository?
 
-    /// Ends the account's sessions but `except` (the one making the request), with everything they hold open:
-    /// streams get their signed-out event and websockets close with 4401 on every instance, and a provider's
-    /// refresh token is revoked where it advertises how (RFC 7009).
+    /// Ends the account's sessions but `except` (the one making the request): `SignIn.endSessions`.
     func endSessions(of userId: Int64, except: String?) async throws {
-        for session in try await signIn.sessions.list(userId: userId) where session.id != except {
-            _ = try await signIn.revoke(session: session.id, userId: userId)
-        }
+        try await signIn.endSessions(of: userId, except: except)
     }
 
     /// The account's row changed (a name, a confirmed address): cached sign-ins read it again, on every instance.

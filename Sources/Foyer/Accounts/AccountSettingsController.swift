@@ -205,7 +205,7 @@ struct AccountSettingsController {
         accounts.outbox.nudge()
         // A sign-in still cached (a session too idle to be listed) must not act for an account that is gone.
         accounts.accountChanged(userId: id)
-        posts.authorDeleted(postIDs: postIDs)
+        posts.withdrawn(postIDs: postIDs)
         logger.notice("account deleted", metadata: ["user": "\(id)", "posts": "\(postIDs.count)"])
     }
 

@@ -54,6 +54,12 @@ struct ErrorMiddleware: RouterMiddleware {
             let returnTo = request.method == .get ? request.pathAndQuery : nil
             return signInForm.page(request: request, context: context, returnTo: returnTo, message: "Sign in to continue.", status: .unauthorized)
         }
+        if error is AccountSuspended {
+            guard request.wantsJSON else {
+                return signInForm.page(request: request, context: context, returnTo: nil, message: AccountSuspended.message, status: .forbidden)
+            }
+            return Response.json(["error": "account_suspended", "error_description": AccountSuspended.message], status: .forbidden)
+        }
         if let throttled = error as? SignInThrottle.Throttled {
             guard request.wantsJSON else { return signInForm.page(request: request, context: context, returnTo: nil, throttled: throttled) }
             return Response.json(["error": throttled.message], status: .tooManyRequests).retrying(after: throttled)

@@ -26,6 +26,8 @@ enum Flash: String, CaseIterable, Sendable {
     case accountDeleted = "account-deleted"
     case termsAccepted = "terms-accepted"
     case reportFiled = "report-filed"
+    case moderationDone = "moderation-done"
+    case roleChanged = "role-changed"
 
     static let cookieName = "foyer_flash"
 
@@ -52,6 +54,8 @@ enum Flash: String, CaseIterable, Sendable {
         case .accountDeleted: "Your account and everything in it are deleted."
         case .termsAccepted: "Thank you: you accepted the terms, and you may post."
         case .reportFiled: "Thank you: your report is with the moderators, who answer within 24 hours."
+        case .moderationDone: "Done: the reports on it are closed, and the people concerned are told."
+        case .roleChanged: "The role is changed."
         }
     }
 

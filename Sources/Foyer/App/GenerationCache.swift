@@ -15,11 +15,20 @@ final class GenerationCache<Key: Hashable & Sendable, Value: Sendable>: Sendable
     }
 
     func value(for key: Key, generation: Int, make: () async throws -> Value) async throws -> Value {
-        if let entry = entries.value(for: key), entry.generation == generation {
-            return entry.value
-        }
+        if let value = cached(key, generation: generation) { return value }
         let value = try await make()
-        entries.keep(Entry(generation: generation, value: value), for: key)
+        keep(value, for: key, generation: generation)
         return value
+    }
+
+    /// The value kept for `key` while `generation` is current; nil when there is none.
+    func cached(_ key: Key, generation: Int) -> Value? {
+        guard let entry = entries.value(for: key), entry.generation == generation else { return nil }
+        return entry.value
+    }
+
+    /// For values only some are kept: made at `generation`, read before they were.
+    func keep(_ value: Value, for key: Key, generation: Int) {
+        entries.keep(Entry(generation: generation, value: value), for: key)
     }
 }

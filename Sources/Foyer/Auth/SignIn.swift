@@ -103,6 +103,11 @@ struct SignIn: Sendable {
     func openSession(
         for verified: Verified, request: Request, context: some RemoteAddressRequestContext, proof: DPoPProof? = nil
     ) async throws -> (AuthSession, token: String, cookieToken: String) {
+        // Every way in (a password, a provider, an ID token, a sign-up) comes through here.
+        if verified.user.suspendedAt != nil {
+            metrics.signIn(.refused)
+            throw AccountSuspended()
+        }
         let (session, token, cookieToken) = try await sessions.create(
             for: verified.user,
             userAgent: request.headers[.userAgent],
@@ -116,6 +121,15 @@ struct SignIn: Sendable {
         }
         metrics.signIn(.success)
         return (session, token, cookieToken)
+    }
+
+    /// Ends the account's sessions but `except`, with everything they hold open: streams get their signed-out event
+    /// and websockets close with 4401 on every instance, and a provider's refresh token is revoked where it
+    /// advertises how (RFC 7009).
+    func endSessions(of userId: Int64, except: String? = nil) async throws {
+        for session in try await sessions.list(userId: userId) where session.id != except {
+            _ = try await revoke(session: session.id, userId: userId)
+        }
     }
 
     /// Ends one of the user's sessions, and its provider's session with it; false when it is not theirs or not live.
@@ -155,4 +169,9 @@ extension SignIn {
 
 extension HTTPField.Name {
     static let clearSiteData = HTTPField.Name("Clear-Site-Data")!
+}
+
+/// A moderator suspended the account: it may not sign in until they lift it.
+struct AccountSuspended: Error {
+    static let message = "This account is suspended for breaking the terms of use. To appeal, write to the address on /contact."
 }

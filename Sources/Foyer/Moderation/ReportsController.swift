@@ -161,7 +161,7 @@ struct ReportsController {
                 paragraphs.append("Reports are to be answered within 24 hours.")
                 return mail.compose(
                     to: moderator.email, name: moderator.name, subject: "New report: \(report.reason.label)", paragraphs: paragraphs,
-                    button: report.postId.map { ("See the post", "\(origin)/posts/\($0)") },
+                    button: ("Open the moderation queue", "\(origin)/moderation"),
                     closing: "You get this mail because you are a moderator."
                 )
             }

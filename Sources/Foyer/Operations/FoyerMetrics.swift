@@ -81,6 +81,10 @@ public final class FoyerMetrics: Sendable {
     private let liveResumptions: [LiveStreams.Resumed: Counter]
     let graphQLDeduplicated: Counter
     let graphQLRateLimited: Counter
+    /// From the store, every few seconds: the same on every instance.
+    let moderationOpenReports: Gauge
+    let moderationOldestOpenReportAge: Gauge
+    private let moderationActions: [ModerationAction: Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -121,6 +125,14 @@ public final class FoyerMetrics: Sendable {
         offlineAnswers = registry.makeCounter(descriptor: name(
             "tasks_offline_answers", "total", "Task pages served from the offline copy because the upstream could not answer"
         ))
+        moderationOpenReports = registry.makeGauge(descriptor: name("moderation_open_reports", "", "Reports no moderator has acted on yet"))
+        moderationOldestOpenReportAge = registry.makeGauge(descriptor: name(
+            "moderation_oldest_open_report_age", "seconds", "How long the oldest open report has waited (0 with none): alert well before 24 hours"
+        ))
+        let moderationAction = name("moderation_actions", "total", "Actions moderators took, by action")
+        moderationActions = Dictionary(uniqueKeysWithValues: ModerationAction.allCases.map {
+            ($0, registry.makeCounter(descriptor: moderationAction, labels: [("action", $0.rawValue)]))
+        })
         openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
         openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
@@ -208,6 +220,7 @@ public final class FoyerMetrics: Sendable {
     func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
 
     func mail(_ outcome: MailOutcome) { mails[outcome]?.increment() }
+    func moderation(_ action: ModerationAction) { moderationActions[action]?.increment() }
     func liveResumed(_ outcome: LiveStreams.Resumed) { liveResumptions[outcome]?.increment() }
 
     func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }

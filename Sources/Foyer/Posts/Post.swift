@@ -15,6 +15,16 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var authorId: Int64
     public var createdAt: Date
     public var updatedAt: Date
+    /// Kept from everyone but its author and moderators; nil: shown to all.
+    var hidden: Hidden?
+    var hiddenAt: Date?
+
+    enum Hidden: String, Codable, Sendable {
+        /// By a moderator: restorable for 30 days, then deleted.
+        case removed
+        /// Until a moderator approves it (a watched word).
+        case held
+    }
 
     public init(id: Int64? = nil, title: String, content: String, authorId: Int64, createdAt: Date, updatedAt: Date) {
         (self.id, self.title, self.content, self.authorId, self.createdAt, self.updatedAt) = (id, title, content, authorId, createdAt, updatedAt)
@@ -29,6 +39,8 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
         authorId = row["author_id"]
         createdAt = row["created_at"]
         updatedAt = row["updated_at"]
+        hidden = (row["hidden"] as String?).flatMap(Hidden.init(rawValue:))
+        hiddenAt = row["hidden_at"]
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
@@ -41,8 +53,17 @@ public struct PublishedPost: Sendable {
     public let post: Post
     public let author: User.Public
     var picture: Picture? = nil
+    /// A moderator suspended the author: nobody else sees their posts.
+    var authorSuspended = false
 
     var id: Int64 { post.id ?? 0 }
+
+    /// Whether `caller` may read it: anyone, unless it is hidden or its author suspended; then its author and moderators.
+    func isVisible(to caller: Identity?) -> Bool {
+        if post.hidden == nil && !authorSuspended { return true }
+        guard let caller else { return false }
+        return caller.userId == post.authorId || caller.user.moderates
+    }
 }
 
 /// What a form or a JSON body asks to set. A nil field is left as it is (PATCH semantics).

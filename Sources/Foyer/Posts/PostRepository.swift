@@ -77,8 +77,9 @@ public struct PostRepository: Sendable {
         case .describe(let alt)?: picture?.alt = alt
         case nil: break
         }
-        let updated = PublishedPost(post: post, author: published.author, picture: picture)
-        onChange(.updated(updated))
+        let updated = PublishedPost(post: post, author: published.author, picture: picture, authorSuspended: published.authorSuspended)
+        // A post only its author and moderators see stays off everyone's open pages.
+        onChange(updated.isVisible(to: nil) ? .updated(updated) : .deleted(id: updated.id))
         return updated
     }
 
@@ -88,16 +89,27 @@ public struct PostRepository: Sendable {
         if deleted { onChange(.deleted(id: id)) }
     }
 
-    /// Posts whose author's account was deleted (their rows went with it): open pages drop them.
-    func authorDeleted(postIDs: [Int64]) {
+    /// Posts whose author's account was deleted (their rows went with it), or that a moderator took from view
+    /// (removed, or all of a suspended author's): open pages and cached lists drop them.
+    func withdrawn(postIDs: [Int64]) {
         generation.bump()
         for id in postIDs { onChange(.deleted(id: id)) }
     }
 
-    /// The post named by the route's `{id}`: 404 for an unknown or malformed id.
-    func find(in context: some RequestContext) async throws -> PublishedPost {
+    /// Posts a moderator let everyone see again (restored, approved, their author's suspension lifted): open pages
+    /// show them as they are stored now.
+    func reinstated(postIDs: [Int64]) async throws {
+        generation.bump()
+        for id in postIDs {
+            guard let post = try await find(id: id), post.isVisible(to: nil) else { continue }
+            onChange(.created(post))
+        }
+    }
+
+    /// The post named by the route's `{id}`: 404 for an unknown or malformed id, and for one the caller may not see.
+    func find(in context: some CallerContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let published = try await find(id: id) else {
+        guard let id = Int64(raw), let published = try await find(id: id), published.isVisible(to: context.caller) else {
             throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
         }
         return published

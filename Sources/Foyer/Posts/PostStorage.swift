@@ -14,6 +14,11 @@ protocol PostStorage: Sendable {
     func count() async throws -> Int
 }
 
+/// Lists show what everyone may see: no post a moderator removed or holds, nothing of a suspended account.
+enum PostVisibility {
+    static let listed = "posts.hidden IS NULL AND users.suspended_at IS NULL"
+}
+
 extension Store {
     var postStorage: any PostStorage { choose(sqlite: SQLitePostStorage.init, postgres: PostgresPostStorage.init) }
 }
@@ -22,16 +27,18 @@ struct SQLitePostStorage: PostStorage {
     let database: any DatabaseWriter
 
     private static let selectWithAuthor = """
-        SELECT posts.*, users.name AS author_name, \(PictureColumns.select)
+        SELECT posts.*, users.name AS author_name, users.suspended_at AS author_suspended_at, \(PictureColumns.select)
         FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join)
         """
 
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
         try database.readNow { db in
             let rows = try Row.fetchAll(
-                db, sql: Self.selectWithAuthor + " ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?", arguments: [limit, offset]
+                db, sql: Self.selectWithAuthor + " WHERE \(PostVisibility.listed) ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
+                arguments: [limit, offset]
             )
-            return (try rows.map(Self.published), try Post.fetchCount(db))
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id WHERE \(PostVisibility.listed)")
+            return (try rows.map(Self.published), total ?? 0)
         }
     }
 
@@ -67,7 +74,10 @@ struct SQLitePostStorage: PostStorage {
 
     private static func published(_ row: Row) throws -> PublishedPost {
         let post = try Post(row: row)
-        return PublishedPost(post: post, author: User.Public(id: post.authorId, name: row["author_name"]), picture: SQLitePictureStorage.picture(in: row))
+        return PublishedPost(
+            post: post, author: User.Public(id: post.authorId, name: row["author_name"]), picture: SQLitePictureStorage.picture(in: row),
+            authorSuspended: row["author_suspended_at"] as Date? != nil
+        )
     }
 }
 
@@ -77,11 +87,18 @@ struct PostgresPostStorage: PostStorage {
     func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
         // One round trip: the total rides on every row (and is asked alone when the page is past the end).
         let rows = try await store.query("""
-            SELECT posts.*, users.name AS author_name, \(unescaped: PictureColumns.select), count(*) OVER () AS total
-            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join)
+            SELECT posts.*, users.name AS author_name, users.suspended_at AS author_suspended_at, \(unescaped: PictureColumns.select),
+                count(*) OVER () AS total
+            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join) WHERE \(unescaped: PostVisibility.listed)
             ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit) OFFSET \(offset)
             """)
-        let total = if let first = rows.first { try first.makeRandomAccess()["total"].decode(Int.self) } else { try await count() }
+        let total = if let first = rows.first {
+            try first.makeRandomAccess()["total"].decode(Int.self)
+        } else {
+            try await store.query("""
+                SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id WHERE \(unescaped: PostVisibility.listed)
+                """)[0].decode(Int.self)
+        }
         return (try rows.map(Self.published), total)
     }
 
@@ -94,7 +111,8 @@ struct PostgresPostStorage: PostStorage {
     private struct FindPost: PostgresPreparedStatement {
         static let sql = """
             SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.name,
-                pictures.id, pictures.alt, pictures.width, pictures.height, pictures.thumbnail_width, pictures.thumbnail_height
+                pictures.id, pictures.alt, pictures.width, pictures.height, pictures.thumbnail_width, pictures.thumbnail_height,
+                posts.hidden, posts.hidden_at, users.suspended_at
             FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join) WHERE posts.id = $1
             """
         let id: Int64
@@ -106,16 +124,17 @@ struct PostgresPostStorage: PostStorage {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PublishedPost {
-            let (id, title, content, authorId, createdAt, updatedAt, name, pictureID, alt, width, height, thumbnailWidth, thumbnailHeight) =
-                try row.decode((Int64, String, String, Int64, Date, Date, String, String?, String?, Int?, Int?, Int?, Int?).self)
-            let post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
+            let (id, title, content, authorId, createdAt, updatedAt, name, pictureID, alt, width, height, thumbnailWidth, thumbnailHeight, hidden, hiddenAt, suspendedAt) =
+                try row.decode((Int64, String, String, Int64, Date, Date, String, String?, String?, Int?, Int?, Int?, Int?, String?, Date?, Date?).self)
+            var post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
+            (post.hidden, post.hiddenAt) = (hidden.flatMap(Post.Hidden.init(rawValue:)), hiddenAt)
             let picture = pictureID.map { pictureID in
                 Picture(
                     id: pictureID, alt: alt ?? "", width: width ?? 0, height: height ?? 0,
                     thumbnailWidth: thumbnailWidth ?? 0, thumbnailHeight: thumbnailHeight ?? 0
                 )
             }
-            return PublishedPost(post: post, author: User.Public(id: authorId, name: name), picture: picture)
+            return PublishedPost(post: post, author: User.Public(id: authorId, name: name), picture: picture, authorSuspended: suspendedAt != nil)
         }
     }
 
@@ -156,7 +175,7 @@ struct PostgresPostStorage: PostStorage {
         let post = try row.decode(Post.self)
         return PublishedPost(
             post: post, author: User.Public(id: post.authorId, name: try row["author_name"].decode(String.self)),
-            picture: try PostgresPictureStorage.picture(in: row)
+            picture: try PostgresPictureStorage.picture(in: row), authorSuspended: try row["author_suspended_at"].decode(Date?.self) != nil
         )
     }
 }

@@ -122,10 +122,13 @@ struct PostsAPIController {
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
         let key = PostKey(id: try context.parameters.require("id"), base: request.baseURL)
-        // Read before the post is: a write meanwhile leaves the entry stale at once. Unknown ids are not kept (404).
-        let encoded = try await encodedPosts.value(for: key, generation: posts.generation.current) {
-            Response.encodeJSON(PostJSON(try await posts.find(in: context), baseURL: key.base))
-        }
+        // Read before the post is: a write meanwhile leaves the entry stale at once. Unknown ids are not kept (404);
+        // nor is a post only its author and moderators see, which each of them reads afresh.
+        let generation = posts.generation.current
+        if let encoded = encodedPosts.cached(key, generation: generation) { return .json(encoded: encoded) }
+        let published = try await posts.find(in: context)
+        let encoded = Response.encodeJSON(PostJSON(published, baseURL: key.base))
+        if published.isVisible(to: nil) { encodedPosts.keep(encoded, for: key, generation: generation) }
         return .json(encoded: encoded)
     }
 

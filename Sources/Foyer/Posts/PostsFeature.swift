@@ -48,6 +48,7 @@ struct PostsFeature {
         case .deleted: changes.publish(.deleted(id: changed.id))
         case .created, .updated:
             guard let post = try? await posts.find(id: changed.id) else { return }
+            guard post.isVisible(to: nil) else { return changes.publish(.deleted(id: changed.id)) }
             changes.publish(changed.kind == .created ? .created(post) : .updated(post))
         }
     }

@@ -289,6 +289,26 @@ extension SQLiteStore {
             try db.create(index: "reports_by_status", on: "reports", columns: ["status", "created_at"])
             try db.create(index: "reports_by_reporter", on: "reports", columns: ["reporter_id", "created_at"])
         }
+        migrator.registerMigration("v21: posts moderators removed or hold, and what moderators did") { db in
+            // `hidden`: 'removed' by a moderator (restorable for 30 days) or 'held' for review; NULL: shown to all.
+            try db.alter(table: "posts") { t in
+                t.add(column: "hidden", .text)
+                t.add(column: "hidden_at", .datetime)
+            }
+            // The audit log outlives the people in it.
+            try db.create(table: "moderation_actions") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("moderator_id", .integer).references("users", onDelete: .setNull)
+                t.column("moderator_name", .text).notNull()
+                t.column("action", .text).notNull()
+                t.column("report_id", .integer)
+                t.column("post_id", .integer)
+                t.column("user_id", .integer)
+                t.column("target", .text).notNull()
+                t.column("note", .text).notNull().defaults(to: "")
+                t.column("created_at", .datetime).notNull().indexed()
+            }
+        }
         return migrator
     }
 }
@@ -573,6 +593,25 @@ extension PostgresMigrations {
             "CREATE INDEX reports_by_user ON reports (user_id)",
             "CREATE INDEX reports_by_status ON reports (status, created_at)",
             "CREATE INDEX reports_by_reporter ON reports (reporter_id, created_at)",
+        ]),
+        ("14: posts moderators removed or hold, and what moderators did (SQLite's v21)", [
+            "ALTER TABLE posts ADD COLUMN hidden TEXT",
+            "ALTER TABLE posts ADD COLUMN hidden_at TIMESTAMPTZ",
+            """
+            CREATE TABLE moderation_actions (
+                id BIGSERIAL PRIMARY KEY,
+                moderator_id BIGINT REFERENCES users ON DELETE SET NULL,
+                moderator_name TEXT NOT NULL,
+                action TEXT NOT NULL,
+                report_id BIGINT,
+                post_id BIGINT,
+                user_id BIGINT,
+                target TEXT NOT NULL,
+                note TEXT NOT NULL DEFAULT '',
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX moderation_actions_by_time ON moderation_actions (created_at)",
         ]),
     ]
 }

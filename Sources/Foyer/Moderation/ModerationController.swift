@@ -1,0 +1,406 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The moderators' queue: open reports grouped by what they are about, oldest first, each with the copy the report
+/// kept and the actions to take; the audit log; and for admins, roles. `/moderation` for browsers,
+/// `/api/v1/moderation/…` for native screens.
+struct ModerationController {
+    let storage: any ModerationStorage
+    let posts: PostRepository
+    let users: UserRepository
+    let signIn: SignIn
+    let views: Views
+    let mail: ModerationMail
+    let outbox: MailSender
+    let metrics: FoyerMetrics
+
+    static let queueLimit = 500
+
+    func addRoutes(to router: FoyerRouter) {
+        let signedIn = router.group(context: SignedInContext.self)
+        signedIn.get("/moderation", use: queue)
+        signedIn.get("/moderation/audit", use: auditPage)
+        signedIn.post("/moderation/reports/{id}/actions", use: actFromForm)
+        signedIn.post("/moderation/roles", use: roleFromForm)
+        signedIn.get("/api/v1/moderation/reports", use: reportsJSON)
+        signedIn.post("/api/v1/moderation/reports/{id}/actions", use: actFromAPI)
+        signedIn.get("/api/v1/moderation/audit", use: auditJSON)
+        signedIn.post("/api/v1/moderation/roles", use: roleFromAPI)
+    }
+
+    // MARK: The queue
+
+    /// `moderation/queue`: one entry for each post or person reported.
+    struct QueueView: Sendable {
+        struct Entry: Sendable {
+            let reportId: Int64
+            let subject: String
+            let postPath: String?
+            let keptTitle: String?
+            let keptContent: String?
+            let keptPictureAlt: String?
+            let state: String?
+            let waiting: TimeView
+            let reporterCount: Int
+            /// Templates read stored properties only.
+            let people: String
+            let reasons: String
+            let comments: [String]
+            let actions: [Choice]
+        }
+
+        struct Choice: Sendable {
+            let value: String
+            let label: String
+        }
+
+        let resolved: Bool
+        let entries: [Entry]
+        let isEmpty: Bool
+        let admin: Bool
+        let roles: [Choice]
+    }
+
+    @Sendable func queue(request: Request, context: SignedInContext) async throws -> Response {
+        let moderator = try Self.requireModerator(context)
+        let resolved = request.uri.queryParameters["status"] == "resolved"
+        let records = try await storage.reports(status: resolved ? .resolved : .open, limit: Self.queueLimit)
+        let time = ReaderTime(request)
+        let entries = Self.grouped(records).map { group in
+            let first = group[0]
+            let report = first.report
+            let reasons = Dictionary(grouping: group, by: { $0.report.reason }).sorted { ($0.value.count, $1.key.rawValue) > ($1.value.count, $0.key.rawValue) }
+            let reporters = Set(group.compactMap(\.report.reporterId)).count
+            return QueueView.Entry(
+                reportId: report.id, subject: Self.subject(first), postPath: report.postId.map { "/posts/\($0)" },
+                keptTitle: report.keptTitle, keptContent: report.keptContent.map { String($0.prefix(600)) }, keptPictureAlt: report.keptPictureAlt,
+                state: Self.state(first), waiting: time.view(of: report.createdAt),
+                reporterCount: reporters, people: reporters == 1 ? "person" : "people",
+                reasons: reasons.map { "\($0.key.label) (\($0.value.count))" }.joined(separator: ", "),
+                comments: group.compactMap { $0.report.comment.isEmpty ? nil : $0.report.comment },
+                actions: Self.actions(for: first).map { QueueView.Choice(value: $0.rawValue, label: $0.label) }
+            )
+        }
+        let view = QueueView(
+            resolved: resolved, entries: entries, isEmpty: entries.isEmpty, admin: moderator.role == .admin,
+            roles: ["none", User.Role.moderator.rawValue, User.Role.admin.rawValue].map { QueueView.Choice(value: $0, label: $0) }
+        )
+        return views.page("moderation/queue", ["title": "Moderation", "queue": view], request: request, context: context)
+    }
+
+    /// Reports about one post, or about one person (not a post of theirs), together, in the order of their oldest.
+    static func grouped(_ records: [ReportRecord]) -> [[ReportRecord]] {
+        var order: [String] = []
+        var groups: [String: [ReportRecord]] = [:]
+        for record in records {
+            let key = record.report.postId.map { "post \($0)" } ?? "user \(record.report.userId ?? 0)"
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(record)
+        }
+        return order.map { groups[$0]! }
+    }
+
+    static func subject(_ record: ReportRecord) -> String {
+        let name = record.reportedName ?? "a deleted account"
+        if record.report.postId != nil { return "A post by \(name)" }
+        return "The account of \(name)"
+    }
+
+    static func state(_ record: ReportRecord) -> String? {
+        var states: [String] = []
+        if record.report.postId != nil {
+            switch record.postState {
+            case nil: states.append("deleted since")
+            case .hidden(.removed)?: states.append("removed")
+            case .hidden(.held)?: states.append("held for review")
+            case .shown?: break
+            }
+        }
+        if record.reportedSuspended { states.append("account suspended") }
+        return states.isEmpty ? nil : states.joined(separator: "; ")
+    }
+
+    /// The actions that make sense for the report's target as it is now.
+    static func actions(for record: ReportRecord) -> [ModerationAction] {
+        var actions: [ModerationAction] = [.dismiss, .warn]
+        if record.report.postId != nil {
+            switch record.postState {
+            case .shown?: actions.append(.removePost)
+            case .hidden(.held)?: actions += [.approve, .removePost]
+            case .hidden(.removed)?: actions.append(.restore)
+            case nil: break
+            }
+        }
+        if record.report.userId != nil { actions.append(record.reportedSuspended ? .unsuspend : .suspendUser) }
+        return actions
+    }
+
+    // MARK: Acting
+
+    struct ActionBody: FormOrJSONBody {
+        static let expectedJSON = #"{"action": "remove_post", "note": "…"}"#
+        var action: String?
+        var note: String?
+
+        init(fields: [String: String]) {
+            (action, note) = (fields["action"], fields["note"])
+        }
+    }
+
+    static let maximumNoteLength = 2000
+
+    @Sendable func actFromAPI(request: Request, context: SignedInContext) async throws -> Response {
+        let moderator = try Self.requireModerator(context)
+        var request = request
+        let body = try await request.decodeBody(as: ActionBody.self)
+        let outcome = try await act(body, reportID: context.parameters.require("id"), moderator: moderator)
+        return .json(ActionJSON(outcome))
+    }
+
+    @Sendable func actFromForm(request: Request, context: SignedInContext) async throws -> Response {
+        let moderator = try Self.requireModerator(context)
+        var request = request
+        let body = ActionBody(fields: try await request.formFields(limit: 16384))
+        _ = try await act(body, reportID: context.parameters.require("id"), moderator: moderator)
+        return .afterSubmit(request, redirectTo: "/moderation", native: .refresh).flashing(.moderationDone)
+    }
+
+    private func act(_ body: ActionBody, reportID: String, moderator: User) async throws -> ModerationOutcome {
+        guard let id = Int64(reportID), let report = try await storage.report(id: id) else {
+            throw AppError(.notFound, title: "Report not found", message: "There is no report \(reportID).")
+        }
+        let note = (body.note ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        var errors: [String: [String]] = [:]
+        let action = body.action.flatMap(ModerationAction.init(rawValue:)).flatMap { ModerationAction.onReports.contains($0) ? $0 : nil }
+        if action == nil {
+            errors["action"] = ["must be one of \(ModerationAction.onReports.map(\.rawValue).joined(separator: ", "))"]
+        } else if action?.needsPost == true, report.postId == nil {
+            errors["action"] = ["acts on a post, and this report is about a person"]
+        }
+        if note.unicodeScalars.count > Self.maximumNoteLength {
+            errors["note"] = ["is too long (maximum is \(Self.maximumNoteLength) characters)"]
+        }
+        guard errors.isEmpty, let action else { throw ValidationFailed(errors: errors) }
+        let request = ModerationRequest(action: action, report: report, moderator: moderator, note: note)
+        guard let outcome = try await storage.act(request, now: Date(), mails: mail.mails(for: action, note: note)) else {
+            throw AppError(.gone, title: "It is gone", message: "What this report is about no longer exists: dismiss it instead.")
+        }
+        // What others see changes on every instance: open pages, cached lists and posts, sessions.
+        switch action {
+        case .removePost, .suspendUser: posts.withdrawn(postIDs: outcome.postIDs)
+        case .restore, .approve, .unsuspend: try await posts.reinstated(postIDs: outcome.postIDs)
+        case .dismiss, .warn, .role: break
+        }
+        if let userId = report.userId, action.coversThePerson {
+            signIn.sessions.forgetCachedSignIns(of: userId)
+            if action == .suspendUser { try await signIn.endSessions(of: userId) }
+        }
+        metrics.moderation(action)
+        outbox.nudge()
+        return outcome
+    }
+
+    struct ActionJSON: Encodable {
+        let action: String
+        let resolvedReports: Int
+        let logEntry: LogEntryJSON
+
+        init(_ outcome: ModerationOutcome) {
+            (action, resolvedReports, logEntry) = (outcome.entry.action.rawValue, outcome.resolved, LogEntryJSON(outcome.entry))
+        }
+    }
+
+    // MARK: Reading reports
+
+    struct ReportRecordJSON: Encodable {
+        struct Person: Encodable {
+            let id: Int64
+            let name: String
+        }
+
+        struct Kept: Encodable {
+            let title: String?
+            let content: String?
+            let pictureAlt: String?
+        }
+
+        let id: Int64
+        let status: String
+        let reason: String
+        let comment: String
+        let postId: Int64?
+        /// `shown`, `removed`, `held` or `deleted`; null for a report about a person.
+        let postState: String?
+        let reporter: Person?
+        let reported: Person?
+        let reportedSuspended: Bool
+        let kept: Kept
+        let createdAt: Date
+        let resolvedAt: Date?
+
+        init(_ record: ReportRecord) {
+            let report = record.report
+            (id, status, reason, comment, postId) = (report.id, report.status.rawValue, report.reason.rawValue, report.comment, report.postId)
+            postState = report.postId.map { _ in
+                switch record.postState {
+                case nil: "deleted"
+                case .shown?: "shown"
+                case .hidden(let hidden)?: hidden.rawValue
+                }
+            }
+            reporter = zip(report.reporterId, record.reporterName).map(Person.init)
+            reported = zip(report.userId, record.reportedName).map(Person.init)
+            reportedSuspended = record.reportedSuspended
+            kept = Kept(title: report.keptTitle, content: report.keptContent, pictureAlt: report.keptPictureAlt)
+            (createdAt, resolvedAt) = (report.createdAt, report.resolvedAt)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, status, reason, comment, postId, postState, reporter, reported, reportedSuspended, kept, createdAt, resolvedAt
+        }
+
+        /// Nulls written out: a client need not tell absent from empty.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(status, forKey: .status)
+            try container.encode(reason, forKey: .reason)
+            try container.encode(comment, forKey: .comment)
+            try container.encode(postId, forKey: .postId)
+            try container.encode(postState, forKey: .postState)
+            try container.encode(reporter, forKey: .reporter)
+            try container.encode(reported, forKey: .reported)
+            try container.encode(reportedSuspended, forKey: .reportedSuspended)
+            try container.encode(kept, forKey: .kept)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(resolvedAt, forKey: .resolvedAt)
+        }
+    }
+
+    @Sendable func reportsJSON(request: Request, context: SignedInContext) async throws -> Response {
+        _ = try Self.requireModerator(context)
+        let status: Report.Status
+        switch request.uri.queryParameters["status"].map(String.init) {
+        case nil, "open": status = .open
+        case "resolved": status = .resolved
+        case let other?: throw ValidationFailed(errors: ["status": ["must be open or resolved, not \(other)"]])
+        }
+        return .json(try await storage.reports(status: status, limit: Self.queueLimit).map(ReportRecordJSON.init))
+    }
+
+    // MARK: The audit log
+
+    struct LogEntryJSON: Encodable {
+        let id: Int64
+        let action: String
+        let moderator: ReportRecordJSON.Person?
+        let moderatorName: String
+        let reportId: Int64?
+        let postId: Int64?
+        let userId: Int64?
+        let target: String
+        let note: String
+        let createdAt: Date
+
+        init(_ entry: ModerationLogEntry) {
+            (id, action, moderatorName, reportId, postId, userId) = (
+                entry.id, entry.action.rawValue, entry.moderatorName, entry.reportId, entry.postId, entry.userId
+            )
+            moderator = entry.moderatorId.map { ReportRecordJSON.Person(id: $0, name: entry.moderatorName) }
+            (target, note, createdAt) = (entry.target, entry.note, entry.createdAt)
+        }
+    }
+
+    struct AuditView: Sendable {
+        struct Line: Sendable {
+            let when: TimeView
+            let moderator: String
+            let action: String
+            let target: String
+            let note: String
+        }
+
+        let lines: [Line]
+        let isEmpty: Bool
+    }
+
+    @Sendable func auditPage(request: Request, context: SignedInContext) async throws -> Response {
+        _ = try Self.requireModerator(context)
+        let time = ReaderTime(request)
+        let lines = try await storage.auditLog(limit: Self.queueLimit).map {
+            AuditView.Line(when: time.view(of: $0.createdAt), moderator: $0.moderatorName, action: $0.action.label, target: $0.target, note: $0.note)
+        }
+        return views.page(
+            "moderation/audit", ["title": "Moderation log", "audit": AuditView(lines: lines, isEmpty: lines.isEmpty)], request: request, context: context
+        )
+    }
+
+    @Sendable func auditJSON(request: Request, context: SignedInContext) async throws -> Response {
+        _ = try Self.requireModerator(context)
+        return .json(try await storage.auditLog(limit: Self.queueLimit).map(LogEntryJSON.init))
+    }
+
+    // MARK: Roles
+
+    struct RoleBody: FormOrJSONBody {
+        static let expectedJSON = #"{"email": "…", "role": "moderator" | "admin" | "none"}"#
+        var email: String?
+        var role: String?
+
+        init(fields: [String: String]) {
+            (email, role) = (fields["email"], fields["role"])
+        }
+    }
+
+    @Sendable func roleFromAPI(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        let user = try await setRole(try await request.decodeBody(as: RoleBody.self), admin: context)
+        return .json(["id": "\(user.id ?? 0)", "name": user.name, "role": user.role?.rawValue ?? "none"])
+    }
+
+    @Sendable func roleFromForm(request: Request, context: SignedInContext) async throws -> Response {
+        var request = request
+        _ = try await setRole(RoleBody(fields: try await request.formFields(limit: 4096)), admin: context)
+        return .afterSubmit(request, redirectTo: "/moderation", native: .refresh).flashing(.roleChanged)
+    }
+
+    private func setRole(_ body: RoleBody, admin context: SignedInContext) async throws -> User {
+        let admin = try Self.requireModerator(context)
+        guard admin.role == .admin else {
+            throw AppError(.forbidden, title: "Admins only", message: "Only an admin gives or takes roles.")
+        }
+        var role: User.Role?
+        switch body.role?.lowercased() {
+        case "none": role = nil
+        case let name?: 
+            guard let known = User.Role(rawValue: name) else { throw ValidationFailed(errors: ["role": ["must be moderator, admin or none"]]) }
+            role = known
+        case nil: throw ValidationFailed(errors: ["role": ["must be moderator, admin or none"]])
+        }
+        guard let email = body.email, !email.isBlank, let user = try await users.setRole(role, email: email), let id = user.id else {
+            throw ValidationFailed(errors: ["email": ["names no account"]])
+        }
+        signIn.sessions.forgetCachedSignIns(of: id)
+        try await storage.log(ModerationLogEntry(
+            id: 0, moderatorId: admin.id, moderatorName: admin.name, action: .role, reportId: nil, postId: nil, userId: id,
+            target: "the account of \(user.name)", note: "role: \(role?.rawValue ?? "none")", createdAt: Date()
+        ))
+        metrics.moderation(.role)
+        return user
+    }
+
+    static func requireModerator(_ context: SignedInContext) throws -> User {
+        let user = context.identity.user
+        guard user.moderates else {
+            throw AppError(.forbidden, title: "Moderators only", message: "Only moderators may see the moderation queue.")
+        }
+        return user
+    }
+}
+
+/// Both present, or nil.
+private func zip<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
+    guard let a, let b else { return nil }
+    return (a, b)
+}
