@@ -216,7 +216,8 @@ private final class Instance: @unchecked Sendable {
         app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil)
         push = try PushFeature(app)
         sessions = SessionsFeature(app, ending: push.sessionEnding)
-        posts = PostsFeature(app, terms: try await ModerationFeature(app, mail: MailFeature(app)).terms)
+        let moderation = try await ModerationFeature(app, mail: MailFeature(app))
+        posts = PostsFeature(app, rules: moderation.rules, blocks: moderation.blocks)
         tasks = try TasksFeature(
             app, push: push, providers: ProvidersFeature(app, keycloak: nil, settings: [], sessions: sessions.sessions),
             idempotency: IdempotencyKeys(store: store)

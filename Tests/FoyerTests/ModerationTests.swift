@@ -441,3 +441,173 @@ import Testing
         #expect(exposition.contains("foyer_moderation_oldest_open_report_age_seconds 90"))
     }
 }
+
+/// Blocks keep two people apart on every read path, both ways, from the next request on; profiles show a name and posts.
+@Suite struct BlocksTests {
+    /// The ids of a JSON array of posts; none when the body is not one.
+    static func ids(_ response: TestResponse) -> [Int] {
+        ((try? JSONSerialization.jsonObject(with: Data(buffer: response.body))) as? [[String: Any]] ?? []).compactMap { $0["id"] as? Int }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aBlockKeepsTwoPeopleApartOnEveryReadPathUntilLifted(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        let dee = TestUser(email: "dee@example.com", password: "dee's own words")
+        try await UserRepository(store: harness.store, passwordHashCost: 4).create(email: dee.email, password: dee.password, name: "Dee")
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (deeToken, _) = try await signIn(client, as: dee)
+            let byAda = Int(try await ReportsTests.post(client, token: ada, title: "Ada writes"))
+            let byBob = Int(try await ReportsTests.post(client, token: bob, title: "Bob writes"))
+            let byDee = Int(try await ReportsTests.post(client, token: deeToken, title: "Dee writes"))
+            // Kept for everyone before the block: the block must not be served from what was kept.
+            try await client.execute(uri: "/api/v1/posts/\(byAda)", method: .get) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/v1/posts", method: .get) { #expect(Self.ids($0) == [byDee, byBob, byAda]) }
+
+            let block = ByteBuffer(json: #"{"user_id": 1}"#)
+            try await client.execute(uri: "/api/v1/blocks", method: .post, headers: ModerationQueueTests.json(bob), body: block) { response in
+                #expect(response.status == .created && (response.json()["user"] as? [String: Any])?["name"] as? String == "ada")
+            }
+            try await client.execute(uri: "/api/v1/blocks", method: .post, headers: ModerationQueueTests.json(bob), body: block) { #expect($0.status == .ok) }
+            for refused in [#"{"user_id": 2}"#, #"{"user_id": 999}"#, "{}"] {
+                try await client.execute(uri: "/api/v1/blocks", method: .post, headers: ModerationQueueTests.json(bob), body: ByteBuffer(json: refused)) {
+                    #expect($0.status == .unprocessableContent, "\(refused)")
+                }
+            }
+            // Bob sees nothing of Ada's, and Ada nothing of Bob's; Dee and anyone signed out see all.
+            try await client.execute(uri: "/api/v1/posts", method: .get, headers: bearer(bob)) { response in
+                #expect(Self.ids(response) == [byDee, byBob] && response.headers[.xTotalCount] == "2")
+            }
+            try await client.execute(uri: "/api/v1/posts", method: .get, headers: bearer(ada)) { response in
+                #expect(Self.ids(response) == [byDee, byAda] && response.headers[.xTotalCount] == "2")
+            }
+            try await client.execute(uri: "/api/v1/posts", method: .get, headers: bearer(deeToken)) { #expect(Self.ids($0).count == 3) }
+            try await client.execute(uri: "/api/v1/posts", method: .get) { #expect(Self.ids($0).count == 3) }
+            for (reader, post) in [(bob, byAda), (ada, byBob)] {
+                try await client.execute(uri: "/api/v1/posts/\(post)", method: .get, headers: bearer(reader)) { #expect($0.status == .notFound) }
+                try await client.execute(uri: "/posts/\(post)", method: .get, headers: cookieHeader(reader)) { #expect($0.status == .notFound) }
+            }
+            try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(bob)) { response in
+                #expect(!response.text.contains("Ada writes") && response.text.contains("Dee writes"))
+            }
+            try await client.execute(uri: "/users/1", method: .get, headers: cookieHeader(bob)) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/v1/users/2", method: .get, headers: bearer(ada)) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/v1/posts/\(byAda)", method: .get, headers: bearer(deeToken)) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/v1/blocks", method: .get, headers: bearer(bob)) { response in
+                let list = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                #expect(list.count == 1 && (list[0]["user"] as? [String: Any])?["id"] as? Int == 1)
+            }
+            try await client.execute(uri: "/blocks", method: .get, headers: cookieHeader(bob)) { #expect($0.text.contains("/blocks/1/unblock")) }
+            // Lifted, all is as before.
+            try await client.execute(uri: "/api/v1/blocks/1", method: .delete, headers: bearer(bob)) { #expect($0.status == .noContent) }
+            try await client.execute(uri: "/api/v1/posts", method: .get, headers: bearer(bob)) { #expect(Self.ids($0).count == 3) }
+            try await client.execute(uri: "/api/v1/posts/\(byAda)", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }
+        }
+        // The moderators hear of every block.
+        let store = try await Store.reopen(harness.store)
+        defer { store.close() }
+        let log = try await store.moderationStorage.auditLog(limit: 10)
+        #expect(log.map(\.action) == [.blocked] && log[0].moderatorName == "bob" && log[0].target == "the account of ada")
+    }
+
+    @Test func aProfileShowsANameAndPostsButNeverTheAddressAndOffersReportAndBlock() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            _ = try await ReportsTests.post(client, token: ada, title: "Ada writes")
+            try await client.execute(uri: "/api/v1/users/1", method: .get) { response in
+                let body = response.json()
+                #expect(body["name"] as? String == "ada" && (body["posts"] as? [[String: Any]])?.count == 1)
+                #expect(!String(buffer: response.body).contains("example.com"))
+            }
+            try await client.execute(uri: "/users/1", method: .get, headers: browserHeaders) { response in
+                #expect(response.text.contains("Ada writes") && !response.text.contains("block-user"))
+            }
+            try await client.execute(uri: "/users/1", method: .get, headers: cookieHeader(bob)) { response in
+                #expect(response.text.contains(#"id="block-user""#) && response.text.contains(#"href="/users/1/report""#))
+            }
+            try await client.execute(uri: "/users/1", method: .get, headers: cookieHeader(ada)) { #expect(!$0.text.contains("block-user")) }
+            try await client.execute(uri: "/users/999", method: .get, headers: browserHeaders) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/users/1/report", method: .get, headers: cookieHeader(bob)) { response in
+                #expect(response.status == .ok && response.text.contains("The account of ada"))
+            }
+            try await client.execute(uri: "/posts/1", method: .get, headers: cookieHeader(bob)) { response in
+                #expect(response.text.contains(#"href="/users/1""#) && response.text.contains(#"action="/users/1/block""#))
+            }
+        }
+    }
+}
+
+/// What a post passes before it is published: watched words and a new account's pace.
+@Suite struct PostingRulesTests {
+    @Test func watchedWordsAreWholeWordsInAnyCaseAndABrokenLineStopsStartUp() throws {
+        let words = try WatchedWords(parsing: "# the operator's list\nblock: Spamword\nreview: free   money\n\n")
+        #expect(words.match("Buy SPAMWORD now")! == (.block, "spamword"))
+        #expect(words.match("spamwords are fine") == nil, "whole words only")
+        #expect(words.match("Get FREE money!")! == (.review, "free money"))
+        #expect(words.match("free, money")! == (.review, "free money"))
+        #expect(words.match("free time, money later") == nil)
+        #expect(throws: StartupError.self) { try WatchedWords(parsing: "blok: word") }
+        #expect(throws: StartupError.self) { try WatchedWords(parsing: "review:") }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aBlockedWordIsRefusedAndAReviewedOneHoldsThePostForAModerator(kind: TestStoreKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-words-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let file = folder.appendingPathComponent("words.txt")
+        try "block: spamword\nreview: miracle\n".write(to: file, atomically: true, encoding: .utf8)
+        let harness = try await TestHarness(kind) { $0.moderation.watchedWordsFile = file.path }
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: ModerationQueueTests.json(ada),
+                body: ByteBuffer(json: #"{"title": "Hello", "content": "Buy SpamWord today"}"#)
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect((response.json()["errors"] as? [String: [String]])?["content"]?.first?.contains("spamword") == true)
+            }
+            let held = try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: ModerationQueueTests.json(ada),
+                body: ByteBuffer(json: #"{"title": "A miracle cure", "content": "Trust me"}"#)
+            ) { response in
+                #expect(response.status == .created)
+                return try #require(response.json()["id"] as? Int)
+            }
+            try await client.execute(uri: "/api/v1/posts/\(held)", method: .get, headers: bearer(bob)) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/v1/posts/\(held)", method: .get, headers: bearer(ada)) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/v1/posts", method: .get) { #expect($0.headers[.xTotalCount] == "0") }
+            let report = try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(carol)) { response in
+                let reports = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                #expect(reports.count == 1 && reports[0]["post_state"] as? String == "held" && reports[0]["reporter"] is NSNull)
+                return try #require(reports[0]["id"] as? Int)
+            }
+            #expect(try await ModerationQueueTests.act(client, token: carol, report: report, #"{"action": "approve"}"#).0 == .ok)
+            try await client.execute(uri: "/api/v1/posts/\(held)", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }
+        }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func anAccountYoungerThanADayWritesFivePostsAnHourUnlessVouchedFor(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let body = #"{"name": "Newcomer", "email": "new@example.com", "password": "brand new words here", "accept_terms": true}"#
+            let token = try await client.execute(
+                uri: "/api/v1/users", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(json: body)
+            ) { try #require($0.headers[.xSessionToken]) }
+            for number in 1...5 { _ = try await ReportsTests.post(client, token: token, title: "Post \(number)") }
+            try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: ModerationQueueTests.json(token), body: ByteBuffer(json: #"{"title": "Sixth"}"#)
+            ) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[.retryAfter].flatMap { Int($0) }.map { $0 > 3500 && $0 <= 3600 } == true)
+            }
+            // Ada was made by the operator: no new-account limit holds her.
+            let (ada, _) = try await signIn(client, as: .ada)
+            for number in 1...6 { _ = try await ReportsTests.post(client, token: ada, title: "Ada \(number)") }
+        }
+    }
+}

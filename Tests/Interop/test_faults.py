@@ -123,6 +123,9 @@ def test_with_the_realm_stopped_signed_in_sessions_keep_working_where_no_fresh_t
     foyer = RunningServer(folder(tmp_path / "foyer"), extra_env={"FOYER_KEYCLOAK_CLIENT_SECRET": realm.client_secret}, extra_args=realm.foyer_args())
     try:
         token = api_sign_in(foyer, {"username": "ada", "password": "ada password"})
+        # A provider's account accepts the terms before it posts (see README, Moderation).
+        status, _, _ = curl_response(foyer.url + "/api/v1/me/terms", "-X", "POST", "-H", f"Authorization: Bearer {token}")
+        assert status == 200
         realm.stop()
 
         status, _, page = curl_response(foyer.url + "/posts", "-H", f"Cookie: foyer_session={token}", "-H", "Accept: text/html")

@@ -46,6 +46,8 @@ struct AccountController {
         let hasOtherDevices: Bool
         let provider: Provider?
         let settings: Settings
+        /// A moderator or admin: the page links the queue.
+        let moderates: Bool
     }
 
     /// The account's own settings: each form with its fields and what is wrong with them.
@@ -107,7 +109,7 @@ struct AccountController {
         )
         let account = AccountView(
             email: user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
-            hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings
+            hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings, moderates: user.moderates
         )
         return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context, status: status)
     }

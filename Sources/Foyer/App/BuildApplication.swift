@@ -21,7 +21,7 @@ public func buildApplication(
     let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
     let accounts = AccountsFeature(app, sessions: sessions, push: push)
     let moderation = try await ModerationFeature(app, mail: accounts.mail)
-    let posts = PostsFeature(app, terms: moderation.terms)
+    let posts = PostsFeature(app, rules: moderation.rules, blocks: moderation.blocks)
     let idempotency = IdempotencyFeature(app)
     let tasks = try TasksFeature(app, push: push, providers: providers, idempotency: idempotency.keys)
     // A local demo account is no use when the realm checks every password.

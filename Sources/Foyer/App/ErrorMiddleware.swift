@@ -54,6 +54,15 @@ struct ErrorMiddleware: RouterMiddleware {
             let returnTo = request.method == .get ? request.pathAndQuery : nil
             return signInForm.page(request: request, context: context, returnTo: returnTo, message: "Sign in to continue.", status: .unauthorized)
         }
+        if let tooFast = error as? PostingTooFast {
+            let response = request.wantsJSON
+                ? Response.json(["error": PostingTooFast.message], status: .tooManyRequests)
+                : views.page(
+                    "errors/show", ["title": "Slow down", "status": 429, "message": PostingTooFast.message], request: request, context: context,
+                    status: .tooManyRequests
+                )
+            return response.retrying(at: tooFast.retryAfter)
+        }
         if error is AccountSuspended {
             guard request.wantsJSON else {
                 return signInForm.page(request: request, context: context, returnTo: nil, message: AccountSuspended.message, status: .forbidden)

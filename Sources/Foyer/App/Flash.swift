@@ -28,6 +28,9 @@ enum Flash: String, CaseIterable, Sendable {
     case reportFiled = "report-filed"
     case moderationDone = "moderation-done"
     case roleChanged = "role-changed"
+    case blocked = "blocked"
+    case postHeld = "post-held"
+    case unblocked = "unblocked"
 
     static let cookieName = "foyer_flash"
 
@@ -56,6 +59,9 @@ enum Flash: String, CaseIterable, Sendable {
         case .reportFiled: "Thank you: your report is with the moderators, who answer within 24 hours."
         case .moderationDone: "Done: the reports on it are closed, and the people concerned are told."
         case .roleChanged: "The role is changed."
+        case .blocked: "Blocked: you will not see their posts or profile, nor they yours. The moderators are told."
+        case .unblocked: "Unblocked."
+        case .postHeld: "Your post is saved, and a moderator will look at it before others see it."
         }
     }
 

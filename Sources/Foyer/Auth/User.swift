@@ -22,6 +22,8 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var role: Role?
     /// When a moderator suspended the account: it may not sign in, and nobody else sees its posts.
     public var suspendedAt: Date?
+    /// When an operator made it (`foyer user add`, the demo account): no new-account limit holds it.
+    public var vouchedAt: Date?
 
     public enum Role: String, Codable, Sendable, CaseIterable {
         /// Works the moderation queue: removes posts, suspends and warns accounts.
@@ -120,9 +122,9 @@ public struct UserRepository: Sendable {
         let now = Date()
         let name = name.map(Self.tidy(name:)).flatMap { $0.isEmpty ? nil : $0 } ?? User.defaultName(email: email)
         // Vouched for by the operator: the terms in force now count as accepted.
-        return try await storage.insert(
-            User(email: email, name: name, passwordHash: hash, createdAt: now, emailConfirmedAt: now, termsAcceptedAt: now)
-        )
+        var user = User(email: email, name: name, passwordHash: hash, createdAt: now, emailConfirmedAt: now, termsAcceptedAt: now)
+        user.vouchedAt = now
+        return try await storage.insert(user)
     }
 
     /// Someone signing themselves up: every field's problems at once, Rails-style, as `ValidationFailed`

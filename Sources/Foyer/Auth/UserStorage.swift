@@ -120,7 +120,7 @@ enum PostgresUsers {
     /// The user columns of a join, renamed with `prefix` so they cannot clash with the other table's.
     static func columns(as prefix: String) -> String {
         [
-            "id", "email", "name", "password_hash", "created_at", "email_confirmed_at", "terms_accepted_at", "role", "suspended_at",
+            "id", "email", "name", "password_hash", "created_at", "email_confirmed_at", "terms_accepted_at", "role", "suspended_at", "vouched_at",
         ].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
     }
 
@@ -137,9 +137,9 @@ struct PostgresUserStorage: UserStorage {
         do {
             return try await store.transaction { connection in
                 let rows = try await connection.run("""
-                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at, terms_accepted_at)
+                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at, terms_accepted_at, vouched_at)
                     VALUES (\(user.email), \(user.name), \(user.passwordHash), \(user.createdAt), \(user.emailConfirmedAt),
-                    \(user.termsAcceptedAt)) RETURNING id
+                    \(user.termsAcceptedAt), \(user.vouchedAt)) RETURNING id
                     """, logger: logger)
                 var inserted = user
                 inserted.id = try rows[0].decode(Int64.self)

@@ -16,6 +16,8 @@ enum ModerationAction: String, CaseIterable, Sendable, Codable {
     case approve
     /// An admin gave or took a role (not an action on a report).
     case role
+    /// Someone blocked someone: a notice for the moderators, as app stores ask (not an action on a report).
+    case blocked
 
     /// Actions on a post need the report to name one.
     var needsPost: Bool { [.removePost, .restore, .approve].contains(self) }
@@ -34,6 +36,7 @@ enum ModerationAction: String, CaseIterable, Sendable, Codable {
         case .warn: "Warn"
         case .approve: "Approve post"
         case .role: "Change role"
+        case .blocked: "Blocked"
         }
     }
 

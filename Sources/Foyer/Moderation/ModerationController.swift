@@ -43,8 +43,8 @@ struct ModerationController {
             let state: String?
             let waiting: TimeView
             let reporterCount: Int
-            /// Templates read stored properties only.
-            let people: String
+            /// "2 people", or the watched words for a post held by them. (Templates read stored properties only.)
+            let reportedBy: String
             let reasons: String
             let comments: [String]
             let actions: [Choice]
@@ -76,7 +76,8 @@ struct ModerationController {
                 reportId: report.id, subject: Self.subject(first), postPath: report.postId.map { "/posts/\($0)" },
                 keptTitle: report.keptTitle, keptContent: report.keptContent.map { String($0.prefix(600)) }, keptPictureAlt: report.keptPictureAlt,
                 state: Self.state(first), waiting: time.view(of: report.createdAt),
-                reporterCount: reporters, people: reporters == 1 ? "person" : "people",
+                reporterCount: reporters,
+                reportedBy: reporters == 0 ? "the watched words" : "\(reporters) \(reporters == 1 ? "person" : "people")",
                 reasons: reasons.map { "\($0.key.label) (\($0.value.count))" }.joined(separator: ", "),
                 comments: group.compactMap { $0.report.comment.isEmpty ? nil : $0.report.comment },
                 actions: Self.actions(for: first).map { QueueView.Choice(value: $0.rawValue, label: $0.label) }
@@ -190,7 +191,7 @@ struct ModerationController {
         switch action {
         case .removePost, .suspendUser: posts.withdrawn(postIDs: outcome.postIDs)
         case .restore, .approve, .unsuspend: try await posts.reinstated(postIDs: outcome.postIDs)
-        case .dismiss, .warn, .role: break
+        case .dismiss, .warn, .role, .blocked: break
         }
         if let userId = report.userId, action.coversThePerson {
             signIn.sessions.forgetCachedSignIns(of: userId)

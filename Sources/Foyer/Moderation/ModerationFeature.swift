@@ -5,19 +5,26 @@ import ServiceLifecycle
 /// What keeps user-generated content fit to share, as app stores ask of apps that show it: terms accepted before
 /// posting, the operator's address, reports to the moderators, and their queue with its actions and audit log.
 struct ModerationFeature {
+    /// Both people of a changed block: every instance reads their sets again.
+    static let blocksChanged = ClusterTopic<[Int64]>("moderation.blocks_changed")
+
     let terms: Terms
+    /// What a post passes first: the terms accepted, a new account's pace, watched words.
+    let rules: PostingRules
+    let blocks: Blocks
     let termsStorage: any TermsStorage
     let reports: any ReportStorage
     let storage: any ModerationStorage
     /// Moderators are told of each report by mail, and people of what was done, through the outbox.
     let mail: MailFeature
     let metrics: FoyerMetrics
+    let cluster: ClusterBus?
 
     /// How long a removed post can be restored before it is deleted with its pictures.
     static let restorable: TimeInterval = 30 * 24 * 3600
 
     init(_ app: Foundations, mail: MailFeature) async throws {
-        (self.mail, metrics) = (mail, app.metrics)
+        (self.mail, metrics, cluster) = (mail, app.metrics, app.cluster)
         reports = app.store.reportStorage
         let storage = app.store.moderationStorage
         self.storage = storage
@@ -29,6 +36,18 @@ struct ModerationFeature {
             version: version, html: html, effectiveAt: try await termsStorage.effectiveAt(version: version, now: Date()),
             contactEmail: settings.contactEmail
         )
+        let watched = try settings.watchedWordsFile.map(WatchedWords.init(contentsOf:)) ?? WatchedWords()
+        rules = PostingRules(
+            terms: terms, watched: watched, storage: app.store.postStorage, reports: reports,
+            holdMails: ReportsController.moderatorMails(mail: mail.accountMail, reporterName: nil)
+        )
+        let blocks = Blocks(store: app.store)
+        self.blocks = blocks
+        if let cluster = app.cluster {
+            cluster.on(Self.blocksChanged) { users in blocks.forget(users) }
+            cluster.onGap { blocks.forgetAll() }
+            cluster.onBreak { blocks.forgetAll() }
+        }
         app.run(ModerationGauges(storage: storage, metrics: app.metrics, logger: app.logger))
         app.run(Pruning(what: "removed posts", interval: .seconds(3600), logger: app.logger) {
             _ = try await storage.purgeRemovedPosts(before: Date().addingTimeInterval(-Self.restorable))
@@ -37,11 +56,13 @@ struct ModerationFeature {
 
     func addRoutes(to router: FoyerRouter, views: Views, signIn: SignIn, posts: PostRepository) {
         TermsController(terms: terms, storage: termsStorage, views: views, signIn: signIn).addRoutes(to: router)
-        ReportsController(storage: reports, posts: posts, views: views, mail: mail.accountMail, outbox: mail.sender).addRoutes(to: router)
+        ReportsController(storage: reports, posts: posts, users: signIn.users, views: views, mail: mail.accountMail, outbox: mail.sender).addRoutes(to: router)
         ModerationController(
             storage: storage, posts: posts, users: signIn.users, signIn: signIn, views: views,
             mail: ModerationMail(mail: mail.accountMail, contactEmail: terms.contactEmail), outbox: mail.sender, metrics: metrics
         ).addRoutes(to: router)
+        BlocksController(blocks: blocks, users: signIn.users, moderation: storage, posts: posts, views: views, cluster: cluster).addRoutes(to: router)
+        ProfilesController(users: signIn.users, posts: posts, views: views).addRoutes(to: router)
     }
 }
 

@@ -42,14 +42,14 @@ struct ModerationMail: Sendable {
             return ("Your account is open again", ["A moderator lifted the suspension of your account: you can sign in again."] + why, false)
         case .restore, .approve:
             return ("Your post is shown again", ["A moderator made \(target) visible to everyone again."] + why, false)
-        case .dismiss, .role:
+        case .dismiss, .role, .blocked:
             return nil
         }
     }
 
     private static func outcome(_ action: ModerationAction) -> String {
         switch action {
-        case .dismiss, .restore, .approve, .unsuspend, .role: "They found that it does not break the terms, so it stays."
+        case .dismiss, .restore, .approve, .unsuspend, .role, .blocked: "They found that it does not break the terms, so it stays."
         case .removePost: "It broke the terms and has been removed."
         case .suspendUser: "It broke the terms, and the account has been suspended."
         case .warn: "The person has been warned."

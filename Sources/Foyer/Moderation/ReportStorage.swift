@@ -6,6 +6,19 @@ import PostgresNIO
 protocol ReportStorage: Sendable {
     /// Files `draft` with a copy of its post, and the mail `mails` makes for the moderators, in one transaction.
     func file(_ draft: ReportDraft, now: Date, mails: @escaping ReportMails) async throws -> FiledReport
+    /// A post held for a watched word, put in the queue as a report of no one's, with the moderators' mail.
+    func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report
+}
+
+extension Report {
+    /// The report that puts a held post in the queue.
+    static func held(_ post: PublishedPost, word: String, id: Int64 = 0, now: Date) -> Report {
+        Report(
+            id: id, reporterId: nil, postId: post.id, userId: post.author.id, reason: .other, comment: "Held for review: it contains “\(word)”.",
+            keptTitle: post.post.title, keptContent: post.post.content, keptPictureAlt: post.picture?.alt, status: .open, createdAt: now,
+            resolvedAt: nil
+        )
+    }
 }
 
 extension Store {
@@ -74,6 +87,22 @@ struct SQLiteReportStorage: ReportStorage {
                 try MailOutboxRows.insert(mail, into: db, now: now)
             }
             return .filed(report)
+        }
+    }
+
+    func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
+        try await database.write { db in
+            let draft = Report.held(post, word: word, now: now)
+            try db.execute(sql: """
+                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
+                VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [draft.postId, draft.userId, draft.reason.rawValue, draft.comment, draft.keptTitle, draft.keptContent, draft.keptPictureAlt, now])
+            let report = Report.held(post, word: word, id: db.lastInsertedRowID, now: now)
+            let moderators = try User.fetchAll(db, sql: "SELECT * FROM users WHERE role IS NOT NULL ORDER BY id")
+            for mail in mails(report, ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name), moderators) {
+                try MailOutboxRows.insert(mail, into: db, now: now)
+            }
+            return report
         }
     }
 
@@ -149,6 +178,26 @@ struct PostgresReportStorage: ReportStorage {
                 try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: now)
             }
             return .filed(report)
+        }
+    }
+
+    func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
+        let logger = store.logger
+        return try await store.transaction { connection in
+            let draft = Report.held(post, word: word, now: now)
+            let id = try await connection.run("""
+                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
+                VALUES (NULL, \(draft.postId), \(draft.userId), \(draft.reason.rawValue), \(draft.comment), \(draft.keptTitle), \(draft.keptContent),
+                \(draft.keptPictureAlt), \(now)) RETURNING id
+                """, logger: logger)[0].decode(Int64.self)
+            let report = Report.held(post, word: word, id: id, now: now)
+            let moderators = try await connection.run("SELECT * FROM users WHERE role IS NOT NULL ORDER BY id", logger: logger).map {
+                try PostgresUsers.user($0.makeRandomAccess())
+            }
+            for mail in mails(report, ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name), moderators) {
+                try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: now)
+            }
+            return report
         }
     }
 

@@ -7,6 +7,7 @@ import Hummingbird
 struct ReportsController {
     let storage: any ReportStorage
     let posts: PostRepository
+    let users: UserRepository
     let views: Views
     let mail: AccountMail
     let outbox: MailSender
@@ -16,6 +17,8 @@ struct ReportsController {
         signedIn.post("/api/v1/reports", use: createFromAPI)
         signedIn.get("/posts/{id}/report", use: form)
         signedIn.post("/posts/{id}/report", use: createFromForm)
+        signedIn.get("/users/{id}/report", use: form)
+        signedIn.post("/users/{id}/report", use: createFromForm)
     }
 
     /// `{"post_id" | "user_id", "reason", "comment"?}`: every problem at once, Rails-style.
@@ -95,47 +98,71 @@ struct ReportsController {
         let maximumCommentLength = Report.maximumCommentLength
     }
 
+    /// What the form at this path reports: the post, or the person (whom the reader must be able to see).
+    private struct FormTarget {
+        let target: Report.Target
+        let path: String
+        let subject: String
+        let title: String
+    }
+
+    private func formTarget(_ request: Request, _ context: SignedInContext) async throws -> FormTarget {
+        if request.uri.path.hasPrefix("/posts/") {
+            let post = try await posts.find(in: context)
+            return FormTarget(
+                target: .post(post.id), path: "/posts/\(post.id)", subject: "“\(post.post.title)” by \(post.author.name)", title: "Report a post"
+            )
+        }
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), let user = try await users.storage.find(id: id), user.suspendedAt == nil,
+            try await !posts.blocks.keptApart(from: context.identity.userId).contains(id)
+        else {
+            throw AppError(.notFound, title: "Nobody here", message: "There is no one at \(raw).")
+        }
+        return FormTarget(target: .user(id), path: "/users/\(id)", subject: "The account of \(user.name)", title: "Report an account")
+    }
+
     @Sendable func form(request: Request, context: SignedInContext) async throws -> Response {
-        let post = try await posts.find(in: context)
-        return page(for: post, reason: nil, comment: "", request: request, context: context)
+        page(for: try await formTarget(request, context), reason: nil, comment: "", request: request, context: context)
     }
 
     @Sendable func createFromForm(request: Request, context: SignedInContext) async throws -> Response {
-        let post = try await posts.find(in: context)
+        let target = try await formTarget(request, context)
         var request = request
         let fields = try await request.formFields(limit: 8192)
         var errors: [String: [String]] = [:]
         let comment = fields["comment"] ?? ""
         do {
-            let draft = try validated(target: .post(post.id), reason: fields["reason"], comment: comment, reporter: context.identity, errors: &errors)
+            let draft = try validated(target: target.target, reason: fields["reason"], comment: comment, reporter: context.identity, errors: &errors)
             switch try await file(draft, reporter: context.identity.user) {
             case .filed, .alreadyOpen:
-                return .afterSubmit(request, redirectTo: "/posts/\(post.id)", native: .recede).flashing(.reportFiled)
+                return .afterSubmit(request, redirectTo: target.path, native: .recede).flashing(.reportFiled)
             case .tooMany(let retryAfter):
-                return page(for: post, reason: fields["reason"], comment: comment, message: Self.tooManyMessage, request: request, context: context, status: .tooManyRequests)
-                    .retrying(at: retryAfter)
-            case .unknownTarget: errors["post_id"] = ["is your own post: delete it instead"]
+                return page(
+                    for: target, reason: fields["reason"], comment: comment, message: Self.tooManyMessage, request: request, context: context,
+                    status: .tooManyRequests
+                ).retrying(at: retryAfter)
+            case .unknownTarget: errors["reason"] = ["cannot be given about yourself"]
             }
         } catch let invalid as ValidationFailed {
             errors = invalid.errors
         }
         return page(
-            for: post, reason: fields["reason"], comment: comment, errors: errors, request: request, context: context, status: .unprocessableContent
+            for: target, reason: fields["reason"], comment: comment, errors: errors, request: request, context: context, status: .unprocessableContent
         )
     }
 
     private func page(
-        for post: PublishedPost, reason: String?, comment: String, errors: [String: [String]] = [:], message: String? = nil, request: Request,
-        context: SignedInContext,
-        status: HTTPResponse.Status = .ok
+        for target: FormTarget, reason: String?, comment: String, errors: [String: [String]] = [:], message: String? = nil, request: Request,
+        context: SignedInContext, status: HTTPResponse.Status = .ok
     ) -> Response {
         let view = ReportFormView(
-            action: "/posts/\(post.id)/report", cancel: "/posts/\(post.id)", subject: "“\(post.post.title)” by \(post.author.name)",
+            action: target.path + "/report", cancel: target.path, subject: target.subject,
             reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label, checked: $0.rawValue == reason) },
             comment: FormField("comment", value: comment, errors: errors),
-            reasonError: (errors["reason"] ?? errors["post_id"]).map { "Reason " + $0.joined(separator: ". ") }, message: message
+            reasonError: errors["reason"].map { "Reason " + $0.joined(separator: ". ") }, message: message
         )
-        return views.page("moderation/report", ["title": "Report a post", "form_page": true, "report": view], request: request, context: context, status: status)
+        return views.page("moderation/report", ["title": target.title, "form_page": true, "report": view], request: request, context: context, status: status)
     }
 
     private func validated(
@@ -153,21 +180,29 @@ struct ReportsController {
     }
 
     private func file(_ draft: ReportDraft, reporter: User) async throws -> FiledReport {
-        let (mail, origin) = (mail, mail.origin)
-        let filed = try await storage.file(draft, now: Date()) { report, reported, moderators in
+        let filed = try await storage.file(draft, now: Date(), mails: Self.moderatorMails(mail: mail, reporterName: reporter.name))
+        if case .filed = filed { outbox.nudge() }
+        return filed
+    }
+
+    /// What each moderator is mailed about a new report (`reporterName` nil: a post held for a watched word).
+    static func moderatorMails(mail: AccountMail, reporterName: String?) -> ReportMails {
+        { report, reported, moderators in
             moderators.map { moderator in
-                var paragraphs = ["\(reporter.name) reported \(reported): \(report.reason.label.lowercased())."]
-                if !report.comment.isEmpty { paragraphs.append("In their words: “\(report.comment)”") }
+                var paragraphs = [
+                    reporterName.map { "\($0) reported \(reported): \(report.reason.label.lowercased())." }
+                        ?? "\(reported.prefix(1).uppercased() + reported.dropFirst()) waits for review before anyone else sees it.",
+                ]
+                if !report.comment.isEmpty { paragraphs.append(reporterName == nil ? report.comment : "In their words: “\(report.comment)”") }
                 paragraphs.append("Reports are to be answered within 24 hours.")
                 return mail.compose(
-                    to: moderator.email, name: moderator.name, subject: "New report: \(report.reason.label)", paragraphs: paragraphs,
-                    button: ("Open the moderation queue", "\(origin)/moderation"),
+                    to: moderator.email, name: moderator.name,
+                    subject: reporterName == nil ? "A post waits for review" : "New report: \(report.reason.label)", paragraphs: paragraphs,
+                    button: ("Open the moderation queue", "\(mail.origin)/moderation"),
                     closing: "You get this mail because you are a moderator."
                 )
             }
         }
-        if case .filed = filed { outbox.nudge() }
-        return filed
     }
 
     static let tooManyMessage = "You made \(Report.hourlyLimit) reports in the last hour, the most one person may: please try again later."

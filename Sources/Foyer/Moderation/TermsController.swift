@@ -86,7 +86,19 @@ struct TermsController {
     /// did not show.
     @Sendable func acceptFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
-        struct Acceptance: Decodable { let version: String? }
+        struct Acceptance: Decodable {
+            let version: String?
+
+            init(version: String?) { self.version = version }
+
+            /// Absent is fine; present, it must be a string (`null` is not a version).
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                version = container.contains(.version) ? try container.decode(String.self, forKey: .version) : nil
+            }
+
+            enum CodingKeys: String, CodingKey { case version }
+        }
         let buffer = try await request.body.collect(upTo: 4096)
         let acceptance = buffer.readableBytes == 0 ? Acceptance(version: nil) : try JSONDecoder().decode(Acceptance.self, from: buffer)
         if let version = acceptance.version, version != terms.version {

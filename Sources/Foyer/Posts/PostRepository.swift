@@ -7,15 +7,18 @@ import NIOConcurrencyHelpers
 public struct PostRepository: Sendable {
     let storage: any PostStorage
     let generation = Generation()
+    /// Nothing of a person reaches someone they are kept apart from by a block.
+    let blocks: Blocks
     /// Told of every write once it is stored (live pages follow posts through it).
     let onChange: @Sendable (PostChange) -> Void
 
     public init(database: any DatabaseWriter) {
-        self.init(store: .sqlite(database), onChange: { _ in })
+        self.init(store: .sqlite(database), blocks: Blocks(store: .sqlite(database)), onChange: { _ in })
     }
 
-    init(store: Store, onChange: @escaping @Sendable (PostChange) -> Void) {
+    init(store: Store, blocks: Blocks, onChange: @escaping @Sendable (PostChange) -> Void) {
         self.storage = store.postStorage
+        self.blocks = blocks
         self.onChange = onChange
     }
 
@@ -37,9 +40,9 @@ public struct PostRepository: Sendable {
         var hasPrevious: Bool { number > 1 }
     }
 
-    /// Newest first.
-    func page(_ paging: Paging) async throws -> Page {
-        let (posts, total) = try await storage.page(limit: paging.perPage, offset: paging.offset)
+    /// Newest first, without the posts of `excluded` authors.
+    func page(_ paging: Paging, excluding excluded: Set<Int64> = []) async throws -> Page {
+        let (posts, total) = try await storage.page(limit: paging.perPage, offset: paging.offset, excluding: excluded)
         return Page(posts: posts, total: total, number: paging.page, perPage: paging.perPage)
     }
 
@@ -47,26 +50,30 @@ public struct PostRepository: Sendable {
         try await storage.find(id: id)
     }
 
-    func create(_ changes: PostChanges, author: User) async throws -> PublishedPost {
+    /// `held`: kept for its author and moderators until one approves it (a watched word).
+    func create(_ changes: PostChanges, author: User, held: Bool = false) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: true)
         guard errors.isEmpty, let authorId = author.id else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
         let now = Date()
         var post = Post(id: nil, title: "", content: "", authorId: authorId, createdAt: now, updatedAt: now)
+        if held { (post.hidden, post.hiddenAt) = (.held, now) }
         changes.apply(to: &post)
         let picture: NewPicture? = if case .replace(let new)? = changes.pictureChange(hasPicture: false) { new } else { nil }
         let saved = try await storage.insert(post, picture: picture)
         generation.bump()
         let published = PublishedPost(post: saved, author: author.publicView, picture: picture?.picture)
-        onChange(.created(published))
+        if !held { onChange(.created(published)) }
         return published
     }
 
-    func update(_ published: PublishedPost, with changes: PostChanges) async throws -> PublishedPost {
+    /// `held`: the change has a watched word, and the post waits for a moderator unless something hides it already.
+    func update(_ published: PublishedPost, with changes: PostChanges, held: Bool = false) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: false)
         guard errors.isEmpty else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
         var post = published.post
         changes.apply(to: &post)
         post.updatedAt = Date()
+        if held, post.hidden == nil { (post.hidden, post.hiddenAt) = (.held, post.updatedAt) }
         let pictureChange = changes.pictureChange(hasPicture: published.picture != nil)
         try await storage.update(post, picture: pictureChange)
         generation.bump()
@@ -109,7 +116,9 @@ public struct PostRepository: Sendable {
     /// The post named by the route's `{id}`: 404 for an unknown or malformed id, and for one the caller may not see.
     func find(in context: some CallerContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let published = try await find(id: id), published.isVisible(to: context.caller) else {
+        guard let id = Int64(raw), let published = try await find(id: id), published.isVisible(to: context.caller),
+            try await !blocks.keptApart(from: context.caller).contains(published.post.authorId)
+        else {
             throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
         }
         return published

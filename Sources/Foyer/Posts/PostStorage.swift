@@ -4,8 +4,12 @@ import PostgresNIO
 
 /// The rows behind `PostRepository`: posts with their authors' names.
 protocol PostStorage: Sendable {
-    /// Newest first, and how many there are in all.
-    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int)
+    /// Newest first, and how many there are in all, leaving out posts by `excluded` authors (blocks).
+    func page(limit: Int, offset: Int, excluding excluded: Set<Int64>) async throws -> (posts: [PublishedPost], total: Int)
+    /// One author's posts that everyone may see, newest first.
+    func posts(by authorId: Int64, limit: Int) async throws -> [PublishedPost]
+    /// When the author wrote each post since `date`.
+    func creationTimes(by authorId: Int64, since date: Date) async throws -> [Date]
     func find(id: Int64) async throws -> PublishedPost?
     /// The post with its new id; its picture, if any, in the same transaction.
     func insert(_ post: Post, picture: NewPicture?) async throws -> Post
@@ -31,14 +35,30 @@ struct SQLitePostStorage: PostStorage {
         FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join)
         """
 
-    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
-        try database.readNow { db in
+    func page(limit: Int, offset: Int, excluding excluded: Set<Int64>) async throws -> (posts: [PublishedPost], total: Int) {
+        let filter = PostVisibility.listed + (excluded.isEmpty ? "" : " AND posts.author_id NOT IN (\(excluded.map(String.init).joined(separator: ",")))")
+        return try database.readNow { db in
             let rows = try Row.fetchAll(
-                db, sql: Self.selectWithAuthor + " WHERE \(PostVisibility.listed) ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
+                db, sql: Self.selectWithAuthor + " WHERE \(filter) ORDER BY posts.created_at DESC, posts.id DESC LIMIT ? OFFSET ?",
                 arguments: [limit, offset]
             )
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id WHERE \(PostVisibility.listed)")
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id WHERE \(filter)")
             return (try rows.map(Self.published), total ?? 0)
+        }
+    }
+
+    func creationTimes(by authorId: Int64, since date: Date) async throws -> [Date] {
+        try database.readNow { db in
+            try Date.fetchAll(db, sql: "SELECT created_at FROM posts WHERE author_id = ? AND created_at > ?", arguments: [authorId, date])
+        }
+    }
+
+    func posts(by authorId: Int64, limit: Int) async throws -> [PublishedPost] {
+        try database.readNow { db in
+            try Row.fetchAll(
+                db, sql: Self.selectWithAuthor + " WHERE \(PostVisibility.listed) AND posts.author_id = ? ORDER BY posts.created_at DESC, posts.id DESC LIMIT ?",
+                arguments: [authorId, limit]
+            ).map(Self.published)
         }
     }
 
@@ -59,7 +79,14 @@ struct SQLitePostStorage: PostStorage {
 
     func update(_ post: Post, picture: PictureChange?) async throws {
         try await database.write { db in
-            try post.update(db)
+            // The fields a person changes, not `hidden`: a moderator's removal meanwhile stays, and a hold is added
+            // only where nothing else hides the post.
+            try db.execute(
+                sql: "UPDATE posts SET title = ?, content = ?, updated_at = ? WHERE id = ?", arguments: [post.title, post.content, post.updatedAt, post.id]
+            )
+            if post.hidden == .held {
+                try db.execute(sql: "UPDATE posts SET hidden = 'held', hidden_at = ? WHERE id = ? AND hidden IS NULL", arguments: [post.hiddenAt, post.id])
+            }
             if let picture, let id = post.id { try SQLitePictureStorage.apply(picture, postID: id, in: db) }
         }
     }
@@ -84,22 +111,38 @@ struct SQLitePostStorage: PostStorage {
 struct PostgresPostStorage: PostStorage {
     let store: PostgresStore
 
-    func page(limit: Int, offset: Int) async throws -> (posts: [PublishedPost], total: Int) {
+    func page(limit: Int, offset: Int, excluding excluded: Set<Int64>) async throws -> (posts: [PublishedPost], total: Int) {
+        let excludedIDs = Array(excluded)
         // One round trip: the total rides on every row (and is asked alone when the page is past the end).
         let rows = try await store.query("""
             SELECT posts.*, users.name AS author_name, users.suspended_at AS author_suspended_at, \(unescaped: PictureColumns.select),
                 count(*) OVER () AS total
-            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join) WHERE \(unescaped: PostVisibility.listed)
+            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join)
+            WHERE \(unescaped: PostVisibility.listed) AND NOT (posts.author_id = ANY(\(excludedIDs)))
             ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit) OFFSET \(offset)
             """)
         let total = if let first = rows.first {
             try first.makeRandomAccess()["total"].decode(Int.self)
         } else {
             try await store.query("""
-                SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id WHERE \(unescaped: PostVisibility.listed)
+                SELECT count(*) FROM posts JOIN users ON users.id = posts.author_id
+                WHERE \(unescaped: PostVisibility.listed) AND NOT (posts.author_id = ANY(\(excludedIDs)))
                 """)[0].decode(Int.self)
         }
         return (try rows.map(Self.published), total)
+    }
+
+    func creationTimes(by authorId: Int64, since date: Date) async throws -> [Date] {
+        try await store.query("SELECT created_at FROM posts WHERE author_id = \(authorId) AND created_at > \(date)").map { try $0.decode(Date.self) }
+    }
+
+    func posts(by authorId: Int64, limit: Int) async throws -> [PublishedPost] {
+        try await store.query("""
+            SELECT posts.*, users.name AS author_name, users.suspended_at AS author_suspended_at, \(unescaped: PictureColumns.select)
+            FROM posts JOIN users ON users.id = posts.author_id \(unescaped: PictureColumns.join)
+            WHERE \(unescaped: PostVisibility.listed) AND posts.author_id = \(authorId)
+            ORDER BY posts.created_at DESC, posts.id DESC LIMIT \(limit)
+            """).map(Self.published)
     }
 
     func find(id: Int64) async throws -> PublishedPost? {
@@ -143,8 +186,9 @@ struct PostgresPostStorage: PostStorage {
         return try await store.transaction { connection in
             var inserted = post
             let id = try await connection.run("""
-                INSERT INTO posts (title, content, author_id, created_at, updated_at)
-                VALUES (\(post.title), \(post.content), \(post.authorId), \(post.createdAt), \(post.updatedAt)) RETURNING id
+                INSERT INTO posts (title, content, author_id, created_at, updated_at, hidden, hidden_at)
+                VALUES (\(post.title), \(post.content), \(post.authorId), \(post.createdAt), \(post.updatedAt), \(post.hidden?.rawValue),
+                \(post.hiddenAt)) RETURNING id
                 """, logger: logger)[0].decode(Int64.self)
             inserted.id = id
             if let picture { try await PostgresPictureStorage.apply(.replace(picture), postID: id, on: connection, logger: logger) }
@@ -158,6 +202,12 @@ struct PostgresPostStorage: PostStorage {
             try await connection.run("""
                 UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt) WHERE id = \(post.id)
                 """, logger: logger)
+            // Held only when nothing else hides it: a moderator's removal meanwhile stays.
+            if post.hidden == .held {
+                try await connection.run(
+                    "UPDATE posts SET hidden = 'held', hidden_at = \(post.hiddenAt) WHERE id = \(post.id) AND hidden IS NULL", logger: logger
+                )
+            }
             if let picture, let id = post.id { try await PostgresPictureStorage.apply(picture, postID: id, on: connection, logger: logger) }
         }
     }

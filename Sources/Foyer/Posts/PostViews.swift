@@ -46,9 +46,13 @@ struct PostContentView: Sendable {
     let title: String
     let contentHTML: String
     let author: String
+    /// The author's profile.
+    let authorPath: String
     let createdAt: TimeView
     let updatedAt: TimeView
     let edited: Bool
+    /// What a moderator did, shown to the author and moderators who still see it.
+    let hiddenNotice: String?
     /// At the top of the page: loaded at once.
     let picture: PictureView?
 
@@ -57,9 +61,15 @@ struct PostContentView: Sendable {
         title = published.post.title
         contentHTML = PostText.html(published.post.content)
         author = published.author.name
+        authorPath = "/users/\(published.author.id)"
         createdAt = time.view(of: published.post.createdAt)
         updatedAt = time.view(of: published.post.updatedAt)
         edited = published.post.updatedAt > published.post.createdAt
+        hiddenNotice = switch published.post.hidden {
+        case .removed?: "A moderator removed this post: only its author and moderators see it."
+        case .held?: "This post waits for a moderator's review: only its author and moderators see it."
+        case nil: published.authorSuspended ? "Its author's account is suspended: only its author and moderators see it." : nil
+        }
         picture = published.picture.map { PictureView($0, lazy: false) }
     }
 }

@@ -5,13 +5,19 @@ import Hummingbird
 /// The posts JSON API for native screens and curl: `/api/v1/posts` and the Rails-style `/posts.json` twins.
 struct PostsAPIController {
     let posts: PostRepository
-    /// Only those who accepted them may write.
-    let terms: Terms
+    /// What a post passes before it is published.
+    let rules: PostingRules
     /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key.
     let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
     /// Encoded posts the same way: a native screen opens the same posts again and again, and a database read and
     /// Foundation's JSONEncoder were a point read's largest costs beyond any other route's (perf, scripts/bench).
-    let encodedPosts = GenerationCache<PostKey, ByteBuffer>(capacity: 4096)
+    /// Each with its author, so a reader kept apart from them by a block is not served it.
+    let encodedPosts = GenerationCache<PostKey, EncodedPost>(capacity: 4096)
+
+    struct EncodedPost: Sendable {
+        let body: ByteBuffer
+        let authorId: Int64
+    }
 
     struct PostKey: Hashable, Sendable {
         let id: String
@@ -106,14 +112,19 @@ struct PostsAPIController {
 
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let key = PageKey(paging: try Paging(request), base: request.baseURL, path: request.uri.path)
-        let encoded = try await encodedPages.value(for: key, generation: posts.generation.current) {
-            let page = try await posts.page(key.paging)
+        func encode(excluding excluded: Set<Int64>) async throws -> EncodedPage {
+            let page = try await posts.page(key.paging, excluding: excluded)
             return EncodedPage(
                 body: Response.encodeJSON(page.posts.map { PostJSON($0, baseURL: key.base) }),
                 link: Self.linkHeader(page, base: key.base + key.path),
                 total: page.total
             )
         }
+        // A reader kept apart from someone by a block gets a page of their own; everyone else shares the kept one.
+        let excluded = try await posts.blocks.keptApart(from: context.identity)
+        let encoded = excluded.isEmpty
+            ? try await encodedPages.value(for: key, generation: posts.generation.current) { try await encode(excluding: []) }
+            : try await encode(excluding: excluded)
         var response = Response.json(encoded: encoded.body)
         response.headers[.link] = encoded.link
         response.headers[.xTotalCount] = String(encoded.total)
@@ -125,17 +136,26 @@ struct PostsAPIController {
         // Read before the post is: a write meanwhile leaves the entry stale at once. Unknown ids are not kept (404);
         // nor is a post only its author and moderators see, which each of them reads afresh.
         let generation = posts.generation.current
-        if let encoded = encodedPosts.cached(key, generation: generation) { return .json(encoded: encoded) }
+        if let encoded = encodedPosts.cached(key, generation: generation),
+            try await !posts.blocks.keptApart(from: context.identity).contains(encoded.authorId)
+        {
+            return .json(encoded: encoded.body)
+        }
         let published = try await posts.find(in: context)
         let encoded = Response.encodeJSON(PostJSON(published, baseURL: key.base))
-        if published.isVisible(to: nil) { encodedPosts.keep(encoded, for: key, generation: generation) }
+        if published.isVisible(to: nil) {
+            encodedPosts.keep(EncodedPost(body: encoded, authorId: published.post.authorId), for: key, generation: generation)
+        }
         return .json(encoded: encoded)
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
-        try terms.requireAccepted(by: identity)
-        let created = try await posts.create(try await Self.changes(from: request), author: identity.user)
+        try rules.terms.requireAccepted(by: identity)
+        let changes = try await Self.changes(from: request)
+        let verdict = try await rules.screen(changes, by: identity, creating: true)
+        let created = try await posts.create(changes, author: identity.user, held: verdict != .publish)
+        if case .hold(let word) = verdict { try await rules.held(created, for: word) }
         var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
         response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
         return response
@@ -143,8 +163,11 @@ struct PostsAPIController {
 
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
-        try terms.requireAccepted(by: context.identity)
-        let updated = try await posts.update(published, with: try await Self.changes(from: request))
+        try rules.terms.requireAccepted(by: context.identity)
+        let changes = try await Self.changes(from: request)
+        let verdict = try await rules.screen(changes, by: context.identity, creating: false)
+        let updated = try await posts.update(published, with: changes, held: verdict != .publish)
+        if case .hold(let word) = verdict, published.post.hidden == nil { try await rules.held(updated, for: word) }
         return .json(PostJSON(updated, baseURL: request.baseURL))
     }
 

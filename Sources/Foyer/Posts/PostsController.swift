@@ -8,7 +8,8 @@ struct PostsController {
     let views: Views
     let streams: LiveStreams
     let fragments: PostFragments
-    let terms: Terms
+    /// What a post passes before it is published.
+    let rules: PostingRules
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
     /// whether anyone is signed in (the "New post" link) and the reader's clock ("3 minutes ago", in their time
     /// zone, to the minute): keep it that way, or add to the key.
@@ -40,15 +41,17 @@ struct PostsController {
         let key = ListKey(
             paging: paging, signedIn: signedIn, timeZone: time.zoneName, minute: Int(time.now.timeIntervalSince1970 / 60)
         )
-        let body = try await listBodies.value(for: key, generation: posts.generation.current) {
-            try await renderList(paging, signedIn: signedIn, time: time)
-        }
+        // A reader kept apart from someone by a block gets a list of their own; everyone else shares the kept one.
+        let excluded = try await posts.blocks.keptApart(from: context.identity)
+        let body = excluded.isEmpty
+            ? try await listBodies.value(for: key, generation: posts.generation.current) { try await renderList(paging, signedIn: signedIn, time: time) }
+            : try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded)
         return views.page(body: body, title: "Posts", request: request, context: context)
     }
 
-    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime) async throws -> String {
+    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64> = []) async throws -> String {
         let position = streams.position(of: .posts)
-        let page = try await posts.page(paging)
+        let page = try await posts.page(paging, excluding: excluded)
         var values: [String: Any] = [
             "posts": page.posts.enumerated().map { PostRowView($1, time: time, position: $0) }, "signed_in": signedIn,
             "stream_path": streams.path(of: .posts), "stream_position": position,
@@ -78,16 +81,21 @@ struct PostsController {
     }
 
     @Sendable func new(request: Request, context: SignedInContext) async throws -> Response {
-        try terms.requireAccepted(by: context.identity)
+        try rules.terms.requireAccepted(by: context.identity)
         return form(request: request, context: context, changes: PostChanges(title: "", content: ""), id: nil, current: nil)
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
-        try terms.requireAccepted(by: identity)
+        try rules.terms.requireAccepted(by: identity)
         let changes = try await Self.formChanges(request)
         do {
-            let created = try await posts.create(changes, author: identity.user)
+            let verdict = try await rules.screen(changes, by: identity, creating: true)
+            let created = try await posts.create(changes, author: identity.user, held: verdict != .publish)
+            if case .hold(let word) = verdict {
+                try await rules.held(created, for: word)
+                return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postHeld)
+            }
             // A native shell opened the form as a modal: close it and reload the list below.
             return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postPublished)
         } catch let invalid as ValidationFailed {
@@ -97,17 +105,22 @@ struct PostsController {
 
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
-        try terms.requireAccepted(by: context.identity)
+        try rules.terms.requireAccepted(by: context.identity)
         let changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
         return form(request: request, context: context, changes: changes, id: published.id, current: published.picture)
     }
 
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
-        try terms.requireAccepted(by: context.identity)
+        try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         do {
-            _ = try await posts.update(published, with: changes)
+            let verdict = try await rules.screen(changes, by: context.identity, creating: false)
+            let updated = try await posts.update(published, with: changes, held: verdict != .publish)
+            if case .hold(let word) = verdict, published.post.hidden == nil {
+                try await rules.held(updated, for: word)
+                return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postHeld)
+            }
             return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postSaved)
         } catch let invalid as ValidationFailed {
             return form(

@@ -12,17 +12,17 @@ struct PostsFeature {
     let changes: ChangeFeed<PostChange>
     let fragments: PostFragments
     let pictures: PicturesController
-    /// Only those who accepted them may write.
-    let terms: Terms
+    /// What a post passes before it is published.
+    let rules: PostingRules
 
-    init(_ app: Foundations, terms: Terms) {
-        self.terms = terms
+    init(_ app: Foundations, rules: PostingRules, blocks: Blocks) {
+        self.rules = rules
         let (cluster, changes, streams) = (app.cluster, ChangeFeed<PostChange>(), app.streams)
         self.changes = changes
         let fragments = PostFragments(views: app.views)
         self.fragments = fragments
         // Open pages hear of a write once, from the instance that made it: the journal carries it to the others.
-        let posts = PostRepository(store: app.store) { change in
+        let posts = PostRepository(store: app.store, blocks: blocks) { change in
             changes.publish(change)
             streams.broadcast(fragments.html(for: change), on: .posts)
             cluster?.send(Changed(change), on: Self.changed)
@@ -54,9 +54,9 @@ struct PostsFeature {
     }
 
     func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        PostsAPIController(posts: posts, terms: terms).addRoutes(to: router)
+        PostsAPIController(posts: posts, rules: rules).addRoutes(to: router)
         pictures.addRoutes(to: router)
-        PostsController(posts: posts, views: views, streams: streams, fragments: fragments, terms: terms).addRoutes(to: router)
+        PostsController(posts: posts, views: views, streams: streams, fragments: fragments, rules: rules).addRoutes(to: router)
     }
 }
 

@@ -309,6 +309,16 @@ extension SQLiteStore {
                 t.column("created_at", .datetime).notNull().indexed()
             }
         }
+        migrator.registerMigration("v22: people who block others, and accounts an operator vouched for") { db in
+            // Made by an operator (`foyer user add`, the demo account): no new-account limit holds them.
+            try db.alter(table: "users") { t in t.add(column: "vouched_at", .datetime) }
+            try db.create(table: "blocks") { t in
+                t.column("blocker_id", .integer).notNull().references("users", onDelete: .cascade)
+                t.column("blocked_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("created_at", .datetime).notNull()
+                t.primaryKey(["blocker_id", "blocked_id"])
+            }
+        }
         return migrator
     }
 }
@@ -612,6 +622,18 @@ extension PostgresMigrations {
             )
             """,
             "CREATE INDEX moderation_actions_by_time ON moderation_actions (created_at)",
+        ]),
+        ("15: people who block others, and accounts an operator vouched for (SQLite's v22)", [
+            "ALTER TABLE users ADD COLUMN vouched_at TIMESTAMPTZ",
+            """
+            CREATE TABLE blocks (
+                blocker_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                blocked_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                created_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (blocker_id, blocked_id)
+            )
+            """,
+            "CREATE INDEX blocks_by_blocked ON blocks (blocked_id)",
         ]),
     ]
 }

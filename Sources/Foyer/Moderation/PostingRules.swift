@@ -1,0 +1,55 @@
+import Foundation
+import HTTPTypes
+
+/// What a post passes before anyone else sees it: the terms accepted, a new account's pace, and the operator's
+/// watched words. A post with a `review` word is kept for its author and moderators until one approves it.
+struct PostingRules: Sendable {
+    let terms: Terms
+    let watched: WatchedWords
+    let storage: any PostStorage
+    let reports: any ReportStorage
+    let holdMails: @Sendable (Report, String, [User]) -> [OutgoingMail]
+
+    /// An account younger than this writes at most `newAccountPosts` posts an hour, unless an operator vouched for it.
+    static let newAccountAge: TimeInterval = 24 * 3600
+    static let newAccountPosts = 5
+
+    enum Verdict: Sendable, Equatable {
+        case publish
+        /// Held for a moderator, for this word.
+        case hold(String)
+    }
+
+    /// Before a post is written or changed: throws `TermsNotAccepted`, `PostingTooFast` or `ValidationFailed` (a
+    /// blocked word, naming its field).
+    func screen(_ changes: PostChanges, by identity: Identity, creating: Bool, now: Date = Date()) async throws -> Verdict {
+        try terms.requireAccepted(by: identity)
+        let user = identity.user
+        if creating, user.vouchedAt == nil, now.timeIntervalSince(user.createdAt) < Self.newAccountAge {
+            let recent = try await storage.creationTimes(by: identity.userId, since: now.addingTimeInterval(-3600))
+            if recent.count >= Self.newAccountPosts, let oldest = recent.min() {
+                throw PostingTooFast(retryAfter: oldest.addingTimeInterval(3600))
+            }
+        }
+        var held: String?
+        for (field, text) in [("title", changes.title), ("content", changes.content), ("alt", changes.alt)] {
+            guard let text, let (kind, word) = watched.match(text) else { continue }
+            switch kind {
+            case .block: throw ValidationFailed(errors: [field: ["contains “\(word)”, which is not allowed here (see the terms)"]])
+            case .review: held = held ?? word
+            }
+        }
+        return held.map(Verdict.hold) ?? .publish
+    }
+
+    /// A post held for `word`: it waits in the moderators' queue as a report of no one's, and they are mailed.
+    func held(_ post: PublishedPost, for word: String) async throws {
+        _ = try await reports.hold(post: post, word: word, now: Date(), mails: holdMails)
+    }
+}
+
+/// A new account past its posts for the hour: `429` with `Retry-After`.
+struct PostingTooFast: Error {
+    let retryAfter: Date
+    static let message = "New accounts may write \(PostingRules.newAccountPosts) posts an hour: please wait a little before the next."
+}

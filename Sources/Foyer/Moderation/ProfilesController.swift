@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// A person as others see them: a name and their posts (`/users/{id}`, `GET /api/v1/users/{id}`), with Report
+/// and Block for signed-in readers. Never the address. A suspended account's profile is gone for others, and so is
+/// the profile of anyone kept apart from the reader by a block.
+struct ProfilesController {
+    let users: UserRepository
+    let posts: PostRepository
+    let views: Views
+
+    static let postsShown = 50
+
+    func addRoutes(to router: FoyerRouter) {
+        router.get("/users/{id}", use: page)
+        router.get("/api/v1/users/{id}", use: json)
+    }
+
+    /// The person, when the caller may see them: 404 otherwise, for unknown and hidden alike.
+    private func person(_ context: FoyerRequestContext) async throws -> User {
+        let raw = try context.parameters.require("id")
+        let caller = context.identity
+        guard let id = Int64(raw), let user = try await users.storage.find(id: id),
+            user.suspendedAt == nil || caller?.userId == id || caller?.user.moderates == true,
+            try await !posts.blocks.keptApart(from: caller).contains(id)
+        else {
+            throw AppError(.notFound, title: "Nobody here", message: "There is no one at \(raw).")
+        }
+        return user
+    }
+
+    struct ProfileView: Sendable {
+        let id: Int64
+        let name: String
+        let since: String
+        let posts: [PostRowView]
+        let hasPosts: Bool
+        /// Signed in and not this person: Report and Block.
+        let canAct: Bool
+    }
+
+    @Sendable func page(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let user = try await person(context)
+        let id = user.id ?? 0
+        let time = ReaderTime(request)
+        let rows = try await posts.storage.posts(by: id, limit: Self.postsShown).enumerated().map { PostRowView($1, time: time, position: $0) }
+        let view = ProfileView(
+            id: id, name: user.name, since: time.view(of: user.createdAt).relative, posts: rows, hasPosts: !rows.isEmpty,
+            canAct: context.identity.map { $0.userId != id } ?? false
+        )
+        return views.page("users/show", ["title": user.name, "profile": view], request: request, context: context)
+    }
+
+    struct ProfileJSON: Encodable {
+        let id: Int64
+        let name: String
+        let url: String
+        let posts: [PostsAPIController.PostJSON]
+    }
+
+    @Sendable func json(request: Request, context: FoyerRequestContext) async throws -> Response {
+        let user = try await person(context)
+        let id = user.id ?? 0
+        let base = request.baseURL
+        let shown = try await posts.storage.posts(by: id, limit: Self.postsShown).map { PostsAPIController.PostJSON($0, baseURL: base) }
+        return .json(ProfileJSON(id: id, name: user.name, url: "\(base)/users/\(id)", posts: shown))
+    }
+}
