@@ -53,6 +53,8 @@ struct ModerationController {
         struct Choice: Sendable {
             let value: String
             let label: String
+            /// `destructive` for what takes something from someone, else `secondary`.
+            var style = "secondary"
         }
 
         let resolved: Bool
@@ -80,7 +82,9 @@ struct ModerationController {
                 reportedBy: reporters == 0 ? "the watched words" : "\(reporters) \(reporters == 1 ? "person" : "people")",
                 reasons: reasons.map { "\($0.key.label) (\($0.value.count))" }.joined(separator: ", "),
                 comments: group.compactMap { $0.report.comment.isEmpty ? nil : $0.report.comment },
-                actions: Self.actions(for: first).map { QueueView.Choice(value: $0.rawValue, label: $0.label) }
+                actions: Self.actions(for: first).map {
+                    QueueView.Choice(value: $0.rawValue, label: $0.label, style: [.removePost, .suspendUser].contains($0) ? "destructive" : "secondary")
+                }
             )
         }
         let view = QueueView(
