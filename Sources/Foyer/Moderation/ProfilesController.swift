@@ -17,13 +17,16 @@ struct ProfilesController {
         router.get("/api/v1/users/{id}", use: json)
     }
 
-    /// The person, when the caller may see them: 404 otherwise, for unknown and hidden alike.
     private func person(_ context: FoyerRequestContext) async throws -> User {
-        let raw = try context.parameters.require("id")
-        let caller = context.identity
+        try await Self.person(try context.parameters.require("id"), visibleTo: context.identity, users: users, blocks: posts.blocks)
+    }
+
+    /// The person with the id `raw`, when `caller` may see them: 404 otherwise, for unknown and hidden alike (a
+    /// suspended account, but to itself and moderators; anyone kept apart from the caller by a block).
+    static func person(_ raw: String, visibleTo caller: Identity?, users: UserRepository, blocks: Blocks) async throws -> User {
         guard let id = Int64(raw), let user = try await users.storage.find(id: id),
             user.suspendedAt == nil || caller?.userId == id || caller?.user.moderates == true,
-            try await !posts.blocks.keptApart(from: caller).contains(id)
+            try await !blocks.keptApart(from: caller).contains(id)
         else {
             throw AppError(.notFound, title: "Nobody here", message: "There is no one at \(raw).")
         }

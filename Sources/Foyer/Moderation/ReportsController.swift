@@ -113,12 +113,10 @@ struct ReportsController {
                 target: .post(post.id), path: "/posts/\(post.id)", subject: "“\(post.post.title)” by \(post.author.name)", title: "Report a post"
             )
         }
-        let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let user = try await users.storage.find(id: id), user.suspendedAt == nil,
-            try await !posts.blocks.keptApart(from: context.identity.userId).contains(id)
-        else {
-            throw AppError(.notFound, title: "Nobody here", message: "There is no one at \(raw).")
-        }
+        let user = try await ProfilesController.person(
+            try context.parameters.require("id"), visibleTo: context.identity, users: users, blocks: posts.blocks
+        )
+        let id = user.id ?? 0
         return FormTarget(target: .user(id), path: "/users/\(id)", subject: "The account of \(user.name)", title: "Report an account")
     }
 
