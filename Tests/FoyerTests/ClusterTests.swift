@@ -190,6 +190,26 @@ import Testing
         a.app.cluster?.send(PushFeature.Delivered(operation: 12, outcome: answer), on: PushFeature.delivered)
         #expect(await b.push.relay?.outcome(of: 12, waitingUpTo: .seconds(3)) == answer)
     }
+
+    @Test func aBlockMadeOnOneInstanceHoldsOnTheOtherAtOnce() async throws {
+        let (a, b) = try await Instance.pair()
+        defer { Instance.stop(a, b) }
+        let bob = try await UserRepository(store: a.store, passwordHashCost: 4).create(email: TestUser.bob.email, password: TestUser.bob.password)
+        let (bobID, adaID) = (try #require(bob.id), Int64(1))
+        let (blocksA, blocksB) = (a.posts.posts.blocks, b.posts.posts.blocks)
+        // Both instances have read (and keep) Bob's set while it is empty.
+        #expect(try await blocksA.keptApart(from: bobID).isEmpty)
+        #expect(try await blocksB.keptApart(from: bobID).isEmpty)
+        #expect(try await blocksB.keptApart(from: adaID).isEmpty)
+        #expect(try await blocksA.block(adaID, by: bobID))
+        #expect(try await blocksA.keptApart(from: bobID) == [adaID])
+        try await eventually {
+            let (bobs, adas) = (try await blocksB.keptApart(from: bobID), try await blocksB.keptApart(from: adaID))
+            return bobs == [adaID] && adas == [bobID]
+        }
+        try await blocksB.unblock(adaID, by: bobID)
+        try await eventually { try await blocksA.keptApart(from: bobID).isEmpty }
+    }
 }
 
 /// One Foyer instance's features on a store, its cluster bus running; the relay and other services are not.

@@ -8,11 +8,30 @@ import PostgresNIO
 /// memory after its first read, until a block of theirs changes (on any instance: `ModerationFeature.blocksChanged`).
 final class Blocks: Sendable {
     let storage: any BlockStorage
+    /// Told of each change, so the other instances read both people's sets again.
+    private let cluster: ClusterBus?
     private let apart = NIOLockedValueBox([Int64: Set<Int64>]())
     static let capacity = 10_000
 
-    init(store: Store) {
+    init(store: Store, cluster: ClusterBus? = nil) {
         storage = store.blockStorage
+        self.cluster = cluster
+    }
+
+    /// True when the block is new. Holds from the next request of either person on, on every instance.
+    func block(_ blocked: Int64, by blocker: Int64) async throws -> Bool {
+        let new = try await storage.block(blocked, by: blocker, at: Date())
+        changed(blocker, blocked)
+        return new
+    }
+
+    func unblock(_ blocked: Int64, by blocker: Int64) async throws {
+        if try await storage.unblock(blocked, by: blocker) { changed(blocker, blocked) }
+    }
+
+    private func changed(_ users: Int64...) {
+        forget(users)
+        cluster?.send(users, on: ModerationFeature.blocksChanged)
     }
 
     /// The people `userId` must not see, nor be seen by: those they blocked and those who blocked them.

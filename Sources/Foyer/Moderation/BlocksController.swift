@@ -8,9 +8,7 @@ struct BlocksController {
     let blocks: Blocks
     let users: UserRepository
     let moderation: any ModerationStorage
-    let posts: PostRepository
     let views: Views
-    let cluster: ClusterBus?
 
     func addRoutes(to router: FoyerRouter) {
         let signedIn = router.group(context: SignedInContext.self)
@@ -48,21 +46,17 @@ struct BlocksController {
         return .afterSubmit(request, redirectTo: "/posts", native: .refresh).flashing(.blocked)
     }
 
-    /// The block, written once; true when it is new. The blocker's and the blocked person's sets are read again on
-    /// every instance, and open lists of the blocker drop the blocked person's posts from their next request on.
+    /// The block, written once (and logged for the moderators); true when it is new.
     private func block(_ id: Int64?, by blocker: User) async throws -> (User, Bool) {
         guard let id, let blockerID = blocker.id, id != blockerID, let blocked = try await users.storage.find(id: id) else {
             throw ValidationFailed(errors: ["user_id": ["names nobody you can block"]])
         }
-        let new = try await blocks.storage.block(id, by: blockerID, at: Date())
-        changed(blockerID, id)
-        if new {
-            try await moderation.log(ModerationLogEntry(
-                id: 0, moderatorId: blockerID, moderatorName: blocker.name, action: .blocked, reportId: nil, postId: nil, userId: id,
-                target: "the account of \(blocked.name)", note: "", createdAt: Date()
-            ))
-        }
-        return (blocked, new)
+        guard try await blocks.block(id, by: blockerID) else { return (blocked, false) }
+        try await moderation.log(ModerationLogEntry(
+            id: 0, moderatorId: blockerID, moderatorName: blocker.name, action: .blocked, reportId: nil, postId: nil, userId: id,
+            target: "the account of \(blocked.name)", note: "", createdAt: Date()
+        ))
+        return (blocked, true)
     }
 
     @Sendable func destroyFromAPI(request: Request, context: SignedInContext) async throws -> Response {
@@ -79,12 +73,7 @@ struct BlocksController {
         guard let id = Int64(try context.parameters.require("user_id")) else {
             throw AppError(.notFound, message: "There is no such person.")
         }
-        if try await blocks.storage.unblock(id, by: context.identity.userId) { changed(context.identity.userId, id) }
-    }
-
-    private func changed(_ users: Int64...) {
-        blocks.forget(users)
-        cluster?.send(users, on: ModerationFeature.blocksChanged)
+        try await blocks.unblock(id, by: context.identity.userId)
     }
 
     @Sendable func listJSON(request: Request, context: SignedInContext) async throws -> Response {

@@ -18,13 +18,12 @@ struct ModerationFeature {
     /// Moderators are told of each report by mail, and people of what was done, through the outbox.
     let mail: MailFeature
     let metrics: FoyerMetrics
-    let cluster: ClusterBus?
 
     /// How long a removed post can be restored before it is deleted with its pictures.
     static let restorable: TimeInterval = 30 * 24 * 3600
 
     init(_ app: Foundations, mail: MailFeature) async throws {
-        (self.mail, metrics, cluster) = (mail, app.metrics, app.cluster)
+        (self.mail, metrics) = (mail, app.metrics)
         reports = app.store.reportStorage
         let storage = app.store.moderationStorage
         self.storage = storage
@@ -41,7 +40,7 @@ struct ModerationFeature {
             terms: terms, watched: watched, storage: app.store.postStorage, reports: reports,
             holdMails: ReportsController.moderatorMails(mail: mail.accountMail, reporterName: nil)
         )
-        let blocks = Blocks(store: app.store)
+        let blocks = Blocks(store: app.store, cluster: app.cluster)
         self.blocks = blocks
         if let cluster = app.cluster {
             cluster.on(Self.blocksChanged) { users in blocks.forget(users) }
@@ -61,7 +60,7 @@ struct ModerationFeature {
             storage: storage, posts: posts, users: signIn.users, signIn: signIn, views: views,
             mail: ModerationMail(mail: mail.accountMail, contactEmail: terms.contactEmail), outbox: mail.sender, metrics: metrics
         ).addRoutes(to: router)
-        BlocksController(blocks: blocks, users: signIn.users, moderation: storage, posts: posts, views: views, cluster: cluster).addRoutes(to: router)
+        BlocksController(blocks: blocks, users: signIn.users, moderation: storage, views: views).addRoutes(to: router)
         ProfilesController(users: signIn.users, posts: posts, views: views).addRoutes(to: router)
     }
 }
