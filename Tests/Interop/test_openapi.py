@@ -23,6 +23,7 @@ def test_document_is_served_and_names_every_api_route(server):
     assert set(document["paths"]) == {
         "/api/v1/sessions", "/api/v1/sessions/{id}", "/api/v1/me", "/api/v1/session/cookie", "/api/v1/users", "/api/v1/password_resets",
         "/api/v1/me/export", "/api/v1/me/email_confirmation", "/api/v1/me/terms", "/api/v1/reports",
+        "/api/v1/users/{id}", "/api/v1/blocks", "/api/v1/blocks/{user_id}",
         "/api/v1/posts", "/api/v1/posts/{id}", "/pictures/{id}/{variant}",
         "/api/v1/devices", "/api/v1/devices/{token}", "/api/v1/notification_tokens", "/tasks.json",
         "/mobile-services.json", "/configurations/{platform}_v1.json", "/turbo/{platform}/path_configuration", "/healthz",
