@@ -396,6 +396,30 @@ import Testing
         }
     }
 
+    @Test(arguments: TestStoreKind.allCases) func aRemovedPostIsDeletedAfterThirtyDaysAndCannotBeRestoredThen(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        let (id, report) = try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let id = try await ReportsTests.post(client, token: ada, title: "Gone soon")
+            let (_, filed, _) = try await ReportsTests.report(client, token: carol, #"{"post_id": \#(id), "reason": "spam"}"#)
+            let report = try #require(filed["id"] as? Int)
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "remove_post"}"#).0 == .ok)
+            return (id, report)
+        }
+        let store = try await Store.reopen(harness.store)
+        let moderation = store.moderationStorage
+        #expect(try await moderation.purgeRemovedPosts(before: Date().addingTimeInterval(-60)).isEmpty, "still restorable")
+        #expect(try await moderation.purgeRemovedPosts(before: Date().addingTimeInterval(60)) == [id])
+        #expect(try await store.postStorage.find(id: id) == nil)
+        try await buildApplication(harness.config, store: store).test(.router) { client in
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "restore"}"#).0 == .gone)
+        }
+    }
+
     @Test func onlyAdminsGiveRolesAndEveryChangeIsLogged() async throws {
         let harness = try await TestHarness()
         try await TermsTests.addCarol(to: harness)
