@@ -409,7 +409,7 @@ def test_the_account_page_changes_the_name_and_deletes_the_account_after_its_own
 
     page.click("#delete-account-link")
     page.wait_for_url(accounts_server.url + "/account/delete")
-    assert "1 signed-in session" in page.locator("#what-goes").inner_text()
+    page.locator("#what-goes", has_text="1 signed-in session").wait_for()
     page.fill("#delete-password", "not my password")
     page.click("#delete-account")
     page.locator("#delete-password-error").wait_for()
