@@ -511,8 +511,12 @@ import Testing
                 try await client.execute(uri: "/api/v1/posts/\(post)", method: .get, headers: bearer(reader)) { #expect($0.status == .notFound) }
                 try await client.execute(uri: "/posts/\(post)", method: .get, headers: cookieHeader(reader)) { #expect($0.status == .notFound) }
             }
-            try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(bob)) { response in
-                #expect(!response.text.contains("Ada writes") && response.text.contains("Dee writes"))
+            // Each reader's list is kept apart from the others': Bob's is his alone, Dee shares everyone's.
+            for _ in 0..<2 {
+                try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(bob)) { response in
+                    #expect(!response.text.contains("Ada writes") && response.text.contains("Dee writes"))
+                }
+                try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(deeToken)) { #expect($0.text.contains("Ada writes")) }
             }
             try await client.execute(uri: "/users/1", method: .get, headers: cookieHeader(bob)) { #expect($0.status == .notFound) }
             try await client.execute(uri: "/api/v1/users/2", method: .get, headers: bearer(ada)) { #expect($0.status == .notFound) }
@@ -525,6 +529,7 @@ import Testing
             // Lifted, all is as before.
             try await client.execute(uri: "/api/v1/blocks/1", method: .delete, headers: bearer(bob)) { #expect($0.status == .noContent) }
             try await client.execute(uri: "/api/v1/posts", method: .get, headers: bearer(bob)) { #expect(Self.ids($0).count == 3) }
+            try await client.execute(uri: "/posts", method: .get, headers: cookieHeader(bob)) { #expect($0.text.contains("Ada writes")) }
             try await client.execute(uri: "/api/v1/posts/\(byAda)", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }
         }
         // The moderators hear of every block.

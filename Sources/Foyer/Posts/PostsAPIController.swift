@@ -7,7 +7,8 @@ struct PostsAPIController {
     let posts: PostRepository
     /// What a post passes before it is published.
     let rules: PostingRules
-    /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key.
+    /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key, and
+    /// so are the people a block keeps the reader apart from (empty for most readers, who share one page).
     let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
     /// Encoded posts the same way: a native screen opens the same posts again and again, and a database read and
     /// Foundation's JSONEncoder were a point read's largest costs beyond any other route's (perf, scripts/bench).
@@ -26,6 +27,7 @@ struct PostsAPIController {
 
     struct PageKey: Hashable, Sendable {
         let paging: Paging
+        let keptApart: Set<Int64>
         let base: String
         let path: String
     }
@@ -111,20 +113,18 @@ struct PostsAPIController {
     }
 
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let key = PageKey(paging: try Paging(request), base: request.baseURL, path: request.uri.path)
-        func encode(excluding excluded: Set<Int64>) async throws -> EncodedPage {
-            let page = try await posts.page(key.paging, excluding: excluded)
+        let key = PageKey(
+            paging: try Paging(request), keptApart: try await posts.blocks.keptApart(from: context.identity), base: request.baseURL,
+            path: request.uri.path
+        )
+        let encoded = try await encodedPages.value(for: key, generation: posts.generation.current) {
+            let page = try await posts.page(key.paging, excluding: key.keptApart)
             return EncodedPage(
                 body: Response.encodeJSON(page.posts.map { PostJSON($0, baseURL: key.base) }),
                 link: Self.linkHeader(page, base: key.base + key.path),
                 total: page.total
             )
         }
-        // A reader kept apart from someone by a block gets a page of their own; everyone else shares the kept one.
-        let excluded = try await posts.blocks.keptApart(from: context.identity)
-        let encoded = excluded.isEmpty
-            ? try await encodedPages.value(for: key, generation: posts.generation.current) { try await encode(excluding: []) }
-            : try await encode(excluding: excluded)
         var response = Response.json(encoded: encoded.body)
         response.headers[.link] = encoded.link
         response.headers[.xTotalCount] = String(encoded.total)

@@ -11,13 +11,15 @@ struct PostsController {
     /// What a post passes before it is published.
     let rules: PostingRules
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
-    /// whether anyone is signed in (the "New post" link) and the reader's clock ("3 minutes ago", in their time
-    /// zone, to the minute): keep it that way, or add to the key.
+    /// whether anyone is signed in (the "New post" link), the people a block keeps the reader apart from, and the
+    /// reader's clock ("3 minutes ago", in their time zone, to the minute): keep it that way, or add to the key.
     let listBodies = GenerationCache<ListKey, String>(capacity: 512)
 
     struct ListKey: Hashable, Sendable {
         let paging: Paging
         let signedIn: Bool
+        /// Empty for most readers, who share one list; each reader with blocks gets theirs kept as well.
+        let keptApart: Set<Int64>
         let timeZone: String
         let minute: Int
     }
@@ -38,18 +40,18 @@ struct PostsController {
         let paging = try Paging(request)
         let signedIn = context.identity != nil
         let time = ReaderTime(request)
-        let key = ListKey(
-            paging: paging, signedIn: signedIn, timeZone: time.zoneName, minute: Int(time.now.timeIntervalSince1970 / 60)
-        )
-        // A reader kept apart from someone by a block gets a list of their own; everyone else shares the kept one.
         let excluded = try await posts.blocks.keptApart(from: context.identity)
-        let body = excluded.isEmpty
-            ? try await listBodies.value(for: key, generation: posts.generation.current) { try await renderList(paging, signedIn: signedIn, time: time) }
-            : try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded)
+        let key = ListKey(
+            paging: paging, signedIn: signedIn, keptApart: excluded, timeZone: time.zoneName,
+            minute: Int(time.now.timeIntervalSince1970 / 60)
+        )
+        let body = try await listBodies.value(for: key, generation: posts.generation.current) {
+            try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded)
+        }
         return views.page(body: body, title: "Posts", request: request, context: context)
     }
 
-    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64> = []) async throws -> String {
+    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64>) async throws -> String {
         let position = streams.position(of: .posts)
         let page = try await posts.page(paging, excluding: excluded)
         var values: [String: Any] = [
