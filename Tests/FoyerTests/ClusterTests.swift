@@ -1,7 +1,10 @@
 import Foundation
 import GraphQL
 import Logging
+import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import Foyer
@@ -201,14 +204,30 @@ import Testing
         #expect(try await blocksA.keptApart(from: bobID).isEmpty)
         #expect(try await blocksB.keptApart(from: bobID).isEmpty)
         #expect(try await blocksB.keptApart(from: adaID).isEmpty)
+        // Bob's list is open on B: the block made on A reaches it, and Ada's post (written on A, through the journal)
+        // is not sent to it.
+        let connection = NIOAsyncTestingChannel()
+        try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        let serving = Task {
+            var writer: any ResponseBodyWriter = LiveStreamTests.CollectingWriter(collected: NIOLockedValueBox(ByteBuffer()))
+            try await b.app.streams.serve(.posts, lastEventID: nil, viewer: .init(userId: bobID, keptApart: []), on: connection, to: &writer)
+        }
+        try await eventually { b.app.streams.channel(.posts).followedCount == 1 }
         #expect(try await blocksA.block(adaID, by: bobID))
         #expect(try await blocksA.keptApart(from: bobID) == [adaID])
         try await eventually {
             let (bobs, adas) = (try await blocksB.keptApart(from: bobID), try await blocksB.keptApart(from: adaID))
             return bobs == [adaID] && adas == [bobID]
         }
+        #expect(try await LiveStreamTests.body(connection).contains("data-live-reload"), "Bob's open list on B loads again")
+        let ada = try #require(try await a.store.userStorage.find(id: adaID))
+        _ = try await a.posts.posts.create(PostChanges(title: "Ada's, on A", content: "."), author: ada)
+        _ = try await a.posts.posts.create(PostChanges(title: "Bob's, on A", content: "."), author: bob)
+        #expect(try await LiveStreamTests.body(connection).contains("Bob&#39;s, on A"), "Ada's post is skipped on B: the journal kept its author")
         try await blocksB.unblock(adaID, by: bobID)
         try await eventually { try await blocksA.keptApart(from: bobID).isEmpty }
+        b.app.streams.closeAll()
+        try await serving.value
     }
 }
 

@@ -63,9 +63,10 @@ import Testing
         defer { store.close() }
         let limits = LiveChannel.Limits(window: 3, maxAge: .seconds(60), subscriberBuffer: 8)
         let storage = store.liveJournalStorage
-        for number in 1...5 { _ = try await storage.append("<p>\(number)</p>", to: "posts", keeping: limits) }
+        for number in 1...5 { _ = try await storage.append("<p>\(number)</p>", to: "posts", author: number == 4 ? 42 : nil, keeping: limits) }
         let (all, latest) = try await storage.events(of: "posts", after: 0, within: limits)
         #expect(all.map(\.sequence) == [3, 4, 5] && latest == 5)
+        #expect(all.map(\.author) == [nil, 42, nil], "whose words each carries is kept with it")
         #expect(try await storage.events(of: "posts", after: 4, within: limits).events.map(\.html) == ["<p>5</p>"])
         #expect(try await storage.events(of: "tasks", after: 0, within: limits).latest == 0, "each stream numbers its own")
         // Past its age an event is not given, whatever the count.

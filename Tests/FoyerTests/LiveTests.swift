@@ -187,6 +187,48 @@ import Glibc
         #expect(streams.channel(.posts).subscriberCount == 0 && streams.channel(.tasks).subscriberCount == 0)
     }
 
+    /// A signed-in viewer is not sent what people a block keeps them apart from wrote, neither replayed nor followed,
+    /// while everyone else is; when their blocks change, their live part loads again and what they are sent follows.
+    @Test func aViewerIsNotSentTheWordsOfPeopleABlockKeepsThemApartFrom() async throws {
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        streams.broadcast("<p>by seven</p>", on: .posts, author: 7)
+        streams.broadcast("<p>by eight</p>", on: .posts, author: 8)
+        let (viewer, anyone) = (NIOAsyncTestingChannel(), NIOAsyncTestingChannel())
+        try await viewer.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        try await anyone.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        let (openedForViewer, openedForAnyone) = (NIOLockedValueBox(ByteBuffer()), NIOLockedValueBox(ByteBuffer()))
+        let servingViewer = Task {
+            var writer: any ResponseBodyWriter = CollectingWriter(collected: openedForViewer)
+            try await streams.serve(
+                .posts, lastEventID: "\(streams.epoch)-0", viewer: .init(userId: 1, keptApart: [7]), on: viewer, to: &writer
+            )
+        }
+        let servingAnyone = Task {
+            var writer: any ResponseBodyWriter = CollectingWriter(collected: openedForAnyone)
+            try await streams.serve(.posts, lastEventID: "\(streams.epoch)-0", on: anyone, to: &writer)
+        }
+        try await eventually { streams.channel(.posts).followedCount == 2 }
+        let replayed = openedForViewer.withLockedValue { String(buffer: $0) }
+        #expect(replayed.contains("by eight") && !replayed.contains("by seven"), "the replay leaves seven out")
+        #expect(openedForAnyone.withLockedValue { String(buffer: $0) }.contains("by seven"))
+
+        streams.broadcast("<p>seven again</p>", on: .posts, author: 7)
+        streams.broadcast("<p>eight again</p>", on: .posts, author: 8)
+        streams.broadcast("<p>nobody's</p>", on: .posts)
+        #expect(try await Self.body(anyone).contains("seven again"))
+        #expect(try await Self.body(viewer) == "id: \(streams.epoch)-4\ndata: <p>eight again</p>\n\n", "seven's event is skipped")
+        #expect(try await Self.body(viewer).contains("nobody's"))
+
+        // Unblocked: the live part loads again, and seven's words come through.
+        streams.keepApart(viewer: 1, from: [])
+        #expect(try await Self.body(viewer).contains(##"<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>"##))
+        streams.broadcast("<p>seven once more</p>", on: .posts, author: 7)
+        #expect(try await Self.body(viewer).contains("seven once more"))
+        streams.closeAll()
+        try await servingViewer.value
+        try await servingAnyone.value
+    }
+
     /// A followed connection that closes ends its subscription at once, with no event needed to find out.
     @Test func aClosedConnectionEndsItsFollowing() async throws {
         let channel = LiveChannel()
@@ -267,9 +309,9 @@ import Glibc
             let port = try #require(client.port)
             let both = "/streams?follow=\(posts)%3A\(position)&follow=\(tasks)"
             let stream = try RawStream(port: port, path: both, headers: ["Authorization: Bearer \(token)"])
-            #expect(try stream.read(until: ": posts tasks\n").contains("200 OK"))
+            #expect(try await stream.read(until: ": posts tasks\n").contains("200 OK"))
             _ = try await createPost(client, token: token, title: "Seen on both")
-            #expect(try stream.read(until: "</turbo-stream>").contains("event: \(posts)\nid: "))
+            #expect(try await stream.read(until: "</turbo-stream>").contains("event: \(posts)\nid: "))
 
             for (path, status) in [
                 (both, HTTPResponse.Status.unauthorized), ("/streams?follow=\(posts)&follow=\(posts)", .badRequest), ("/streams", .badRequest),
@@ -318,11 +360,11 @@ import Glibc
             let port = try #require(client.port)
             let taskStream = try RawStream(port: port, path: try Self.streamPath(in: pages), headers: ["Authorization: Bearer \(token)"])
             let postStream = try RawStream(port: port, path: try Self.streamPath(in: posts))
-            #expect(try taskStream.read(until: ": tasks\n").contains("200 OK"))
-            #expect(try postStream.read(until: ": posts\n").contains("text/event-stream"))
+            #expect(try await taskStream.read(until: ": tasks\n").contains("200 OK"))
+            #expect(try await postStream.read(until: ": posts\n").contains("text/event-stream"))
 
             let postID = try await createPost(client, token: token, title: "Live <post>")
-            let created = try postStream.read(until: "</turbo-stream>")
+            let created = try await postStream.read(until: "</turbo-stream>")
             #expect(created.contains(#"<turbo-stream action="prepend" target="posts">"#))
             #expect(created.contains(#"<template><li id="post_\#(postID)">"#))
             #expect(created.contains("Live &lt;post&gt;"))
@@ -331,12 +373,12 @@ import Glibc
                 uri: "/tasks", method: .post, headers: session.headers,
                 body: formBody([("authenticity_token", session.csrf), ("title", "Live task"), ("description", "d"), ("status", "OPEN")])
             ) { #expect($0.status == .seeOther) }
-            #expect(try taskStream.read(until: "</turbo-stream>").contains(#"<turbo-stream action="append" target="tasks">"#))
+            #expect(try await taskStream.read(until: "</turbo-stream>").contains(#"<turbo-stream action="append" target="tasks">"#))
             try await client.execute(
                 uri: "/graphql", method: .post, headers: bearer(token).merging(jsonHeaders),
                 body: ByteBuffer(string: #"{"query":"mutation { updateTask(id: \"1\", version: 1, status: COMPLETE) { id } }"}"#)
             ) { #expect($0.status == .ok) }
-            let updated = try taskStream.read(until: "_content\">")
+            let updated = try await taskStream.read(until: "_content\">")
             #expect(updated.contains(#"<turbo-stream action="replace" target="task_1">"#))
             #expect(updated.contains(#"data-status="COMPLETE""#))
         }
@@ -405,7 +447,9 @@ import Glibc
 }
 
 /// A plain socket that asks for a stream and reads what comes, as any HTTP client would; no buffering in between.
-final class RawStream {
+/// Its blocking reads run on a thread of their own: on the concurrency pool (two threads on a two-core machine)
+/// a few of them at once, in tests running side by side, would leave no thread for the server they wait for.
+final class RawStream: @unchecked Sendable {
     private let socket: Int32
     private var received = ""
 
@@ -428,7 +472,13 @@ final class RawStream {
     deinit { close(socket) }
 
     /// Everything up to and including `marker` not returned before; throws after 5 s without it.
-    func read(until marker: String) throws -> String {
+    func read(until marker: String) async throws -> String {
+        try await withCheckedThrowingContinuation { reading in
+            Thread.detachNewThread { reading.resume(with: Result { try self.readBlocking(until: marker) }) }
+        }
+    }
+
+    private func readBlocking(until marker: String) throws -> String {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while received.range(of: marker) == nil {
             let count = recv(socket, &buffer, buffer.count, 0)

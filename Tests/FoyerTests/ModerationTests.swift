@@ -539,6 +539,40 @@ import Testing
         #expect(log.map(\.action) == [.blocked] && log[0].moderatorName == "bob" && log[0].target == "the account of ada")
     }
 
+    /// An open list is live: once Bob blocks Ada, his open stream (and hers) loads its list again and is not sent
+    /// her new posts, while anyone else's still is; lifted, hers reach him again.
+    @Test func aBlockKeepsTheOtherPersonsNewPostsOffOpenPagesAtOnce() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let list = try await client.execute(uri: "/posts", method: .get, headers: browserHeaders) { $0.text }
+            let (port, path) = (try #require(client.port), try LiveStreamTests.streamPath(in: list))
+            let (bobs, adas, anyones) = (
+                try RawStream(port: port, path: path, headers: ["Authorization: Bearer \(bob)"]),
+                try RawStream(port: port, path: path, headers: ["Authorization: Bearer \(ada)"]), try RawStream(port: port, path: path)
+            )
+            for stream in [bobs, adas, anyones] { _ = try await stream.read(until: ": posts\n") }
+
+            try await client.execute(uri: "/api/v1/blocks", method: .post, headers: ModerationQueueTests.json(bob), body: ByteBuffer(json: #"{"user_id": 1}"#)) {
+                #expect($0.status == .created)
+            }
+            for stream in [bobs, adas] { _ = try await stream.read(until: "data-live-reload>") }
+            for (token, title) in [(ada, "Ada after the block"), (bob, "Bob after the block"), (ada, "Ada again"), (bob, "Bob again")] {
+                _ = try await ReportsTests.post(client, token: token, title: title)
+            }
+            #expect(try await anyones.read(until: "Bob again").contains("Ada after the block"))
+            let toBob = try await bobs.read(until: "Bob again")
+            #expect(toBob.contains("Bob after the block") && !toBob.contains("Ada after the block") && !toBob.contains("Ada again"), "Bob is not sent Ada's posts")
+            #expect(!(try await adas.read(until: "Ada again")).contains("Bob after the block"), "nor Ada Bob's")
+
+            try await client.execute(uri: "/api/v1/blocks/1", method: .delete, headers: bearer(bob)) { #expect($0.status == .noContent) }
+            _ = try await bobs.read(until: "data-live-reload>")
+            _ = try await ReportsTests.post(client, token: ada, title: "Ada once unblocked")
+            #expect(try await bobs.read(until: "Ada once unblocked").contains(#"<turbo-stream action="prepend" target="posts">"#))
+        }
+    }
+
     @Test func aProfileShowsANameAndPostsButNeverTheAddressAndOffersReportAndBlock() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

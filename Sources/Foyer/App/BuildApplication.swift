@@ -116,7 +116,7 @@ func buildRouter(
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     moderation.addRoutes(to: router, views: views, signIn: signIn.signIn, posts: posts.posts)
     posts.addRoutes(to: router, views: views, streams: app.streams)
-    LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds).addRoutes(to: router)
+    LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds, blocks: moderation.blocks).addRoutes(to: router)
     push.addRoutes(to: router)
     tasks.addRoutes(to: router, views: views, streams: app.streams)
     return (router, errors)

@@ -5,7 +5,8 @@ import NIOCore
 /// reconnects and every subscriber's buffer: an event is stored once, and subscribers keep only a cursor into it.
 /// A subscriber either waits on its own task for what comes `next`, or is followed on its connection: then a
 /// publish hops once to each event loop that has such subscribers and there writes the same bytes to each of its
-/// connections, waking no task of theirs (`follow`).
+/// connections, waking no task of theirs (`follow`). An event may name its author: a follower kept apart from them by
+/// a block (`Follower.keptApart`) is not sent it, and moves past it all the same.
 final class LiveChannel: Sendable {
     struct Limits: Sendable {
         /// Events kept for replay: at most this many …
@@ -86,6 +87,8 @@ final class LiveChannel: Sendable {
         let sequence: UInt64
         let payload: ByteBuffer
         let at: ContinuousClock.Instant
+        /// Whose words it carries; nil: nobody's in particular, sent to every follower.
+        let author: Int64?
     }
 
     private struct State {
@@ -128,45 +131,45 @@ final class LiveChannel: Sendable {
 
     /// Appends an event made from its sequence number (so the payload can carry its own id) and wakes every waiter.
     @discardableResult
-    func publish(_ payload: (UInt64) -> ByteBuffer) -> UInt64 {
-        append(number: { state in state.latest + 1 }, payload: payload)
+    func publish(_ payload: (UInt64) -> ByteBuffer, author: Int64? = nil) -> UInt64 {
+        append(number: { state in state.latest + 1 }, payload: payload, author: author)
     }
 
     /// Appends an event numbered elsewhere (a journal shared by instances); nil when `sequence` is not after the
     /// latest (it is here already). A number further on means the events between were lost here: the window
     /// starts again from it, and whoever is behind it reconnects and reloads.
     @discardableResult
-    func publish(_ payload: ByteBuffer, sequence: UInt64) -> UInt64? {
+    func publish(_ payload: ByteBuffer, sequence: UInt64, author: Int64? = nil) -> UInt64? {
         let appended = append(
             number: { state in
                 guard sequence > state.latest else { return nil }
                 if sequence > state.latest + 1 { state.events.removeAll(keepingCapacity: true) }
                 return sequence
             },
-            payload: { _ in payload }
+            payload: { _ in payload }, author: author
         )
         return appended == 0 ? nil : appended
     }
 
     /// Takes a window kept elsewhere (the journal, at start), oldest first, each with its age, and the latest
     /// number, which may be past the last of them (its events left the window). Only before anything is published.
-    func load(_ events: [(sequence: UInt64, payload: ByteBuffer, age: Duration)], latest: UInt64) {
+    func load(_ events: [(sequence: UInt64, payload: ByteBuffer, age: Duration, author: Int64?)], latest: UInt64) {
         let now = ContinuousClock.now
         state.withLockedValue { state in
             precondition(state.latest == 0, "a window is loaded before anything is published")
-            state.events = CircularBuffer(events.map { Event(sequence: $0.sequence, payload: $0.payload, at: now - $0.age) })
+            state.events = CircularBuffer(events.map { Event(sequence: $0.sequence, payload: $0.payload, at: now - $0.age, author: $0.author) })
             state.latest = max(latest, events.last?.sequence ?? 0)
             Self.prune(&state, limits: limits, now: now)
         }
     }
 
     /// 0: nothing appended (`number` said no).
-    private func append(number: (inout State) -> UInt64?, payload: (UInt64) -> ByteBuffer) -> UInt64 {
+    private func append(number: (inout State) -> UInt64?, payload: (UInt64) -> ByteBuffer, author: Int64?) -> UInt64 {
         let now = ContinuousClock.now
         let appended: (waiters: [CheckedContinuation<Wakeup, Never>], loops: [LoopSubscribers], sequence: UInt64)? = state.withLockedValue { state in
             guard let sequence = number(&state) else { return nil }
             state.latest = sequence
-            state.events.append(Event(sequence: sequence, payload: payload(sequence), at: now))
+            state.events.append(Event(sequence: sequence, payload: payload(sequence), at: now, author: author))
             Self.prune(&state, limits: limits, now: now)
             return (Self.takeWaiters(&state), Array(state.loops.values), sequence)
         }
@@ -219,18 +222,19 @@ final class LiveChannel: Sendable {
         }
     }
 
-    /// What follows `cursor` now, without waiting: nil when nothing does.
-    func available(after cursor: UInt64) -> Next? {
-        state.withLockedValue { Self.collect(after: cursor, maxLag: nil, $0) }
+    /// What follows `cursor` now, without waiting: nil when nothing does. Events by the authors in `excluding` are
+    /// left out (the cursor still moves past them).
+    func available(after cursor: UInt64, excluding: Set<Int64> = []) -> Next? {
+        state.withLockedValue { Self.collect(after: cursor, maxLag: nil, excluding: excluding, $0) }
     }
 
     /// Writes every event after `cursor` to `connection` as it is published, from the connection's event loop, until
     /// the connection closes or falls behind, the subscriber is ended, the server shuts down, or the task is cancelled.
     /// `subscriber`: the number `subscribed` gave.
-    func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64) async -> Ending {
+    func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64, keptApart: Set<Int64> = []) async -> Ending {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (ending: CheckedContinuation<Ending, Never>) in
-                follow(connection, after: cursor, subscriber: subscriber) { ending.resume(returning: $0) }
+                follow(connection, after: cursor, subscriber: subscriber, keptApart: keptApart) { ending.resume(returning: $0) }
             }
         } onCancel: {
             state.withLockedValue { _ = $0.cancelledSubscribers.insert(subscriber) }
@@ -239,13 +243,23 @@ final class LiveChannel: Sendable {
     }
 
     /// `follow` without a task waiting on it: `ended` is called once, on the connection's event loop, when following
-    /// stops and why. What holds the subscriber (its number from `subscribe`) lets it go there.
-    func follow(_ connection: Connection, after cursor: UInt64, subscriber: UInt64, ended: @escaping @Sendable (Ending) -> Void) {
+    /// stops and why. What holds the subscriber (its number from `subscribe`) lets it go there. `keptApart`: the
+    /// authors whose events it is not sent.
+    func follow(
+        _ connection: Connection, after cursor: UInt64, subscriber: UInt64, keptApart: Set<Int64> = [], ended: @escaping @Sendable (Ending) -> Void
+    ) {
         let eventLoop = connection.channel.eventLoop
         let loop = loop(of: eventLoop)
         eventLoop.execute {
-            loop.add(LoopSubscribers.Follower(id: subscriber, connection: connection, cursor: cursor, ending: ended))
+            loop.add(LoopSubscribers.Follower(id: subscriber, connection: connection, cursor: cursor, keptApart: keptApart, ending: ended))
         }
+    }
+
+    /// A followed subscriber's blocks changed: from the next event on it is kept apart from `keptApart`, and it is
+    /// sent `notice` (framed as its connection frames events) so that it loads again what it shows.
+    func keepApart(subscriber: UInt64, on eventLoop: any EventLoop, from keptApart: Set<Int64>, notice: ByteBuffer) {
+        let loop = loop(of: eventLoop)
+        eventLoop.execute { loop.keepApart(subscriber, from: keptApart, notice: notice) }
     }
 
     /// Stops following one subscriber on `eventLoop` (if it is followed there) with `ending`.
@@ -327,15 +341,24 @@ final class LiveChannel: Sendable {
         return waiters
     }
 
-    private static func collect(after cursor: UInt64, maxLag: Int?, _ state: State) -> Next? {
+    /// `excluding`: authors whose events are left out, so `.events` may be empty (the cursor still moves on).
+    private static func collect(after cursor: UInt64, maxLag: Int?, excluding: Set<Int64> = [], _ state: State) -> Next? {
         if state.closed { return .closed }
         guard cursor < state.latest else { return nil }
         let first = state.events.first?.sequence ?? state.latest + 1
         if cursor + 1 < first { return .gap(latest: state.latest) }
         if let maxLag, state.latest - cursor > UInt64(maxLag) { return .lagging }
         let start = state.events.index(state.events.startIndex, offsetBy: Int(cursor + 1 - first))
+        if !excluding.isEmpty {
+            return .events(state.events[start...].filter { $0.author.map { !excluding.contains($0) } ?? true }.map(\.payload), through: state.latest)
+        }
         if cursor + 1 == state.latest { return .event(state.events[start].payload, sequence: state.latest) }
         return .events(state.events[start...].map(\.payload), through: state.latest)
+    }
+
+    /// The authors of the last `count` events (those after a cursor `count` behind the latest), oldest first.
+    private static func authors(ofLast count: Int, _ state: State) -> [Int64?] {
+        state.events.suffix(count).map(\.author)
     }
 
     private static func prune(_ state: inout State, limits: Limits, now: ContinuousClock.Instant) {
@@ -355,11 +378,14 @@ final class LiveChannel: Sendable {
             let ending: @Sendable (Ending) -> Void
             /// Events written while the connection would not take more.
             var unwritable = 0
+            /// Authors whose events it is not sent (a block keeps the reader apart from them); empty for most.
+            var keptApart: Set<Int64>
 
-            init(id: UInt64, connection: Connection, cursor: UInt64, ending: @escaping @Sendable (Ending) -> Void) {
+            init(id: UInt64, connection: Connection, cursor: UInt64, keptApart: Set<Int64> = [], ending: @escaping @Sendable (Ending) -> Void) {
                 self.id = id
                 self.connection = connection
                 self.cursor = cursor
+                self.keptApart = keptApart
                 self.ending = ending
             }
         }
@@ -369,6 +395,8 @@ final class LiveChannel: Sendable {
         private var followers: [UInt64: Follower] = [:]
         /// The last event written to every follower here (each follower's cursor is at least this).
         private var delivered: UInt64
+        /// Followers here kept apart from someone: a fan-out reads its events' authors only when there are any.
+        private var keepingApart = 0
 
         init(owner: LiveChannel, eventLoop: any EventLoop, delivered: UInt64) {
             self.owner = owner
@@ -383,7 +411,7 @@ final class LiveChannel: Sendable {
                 if state.closed { return (.closed, nil) }
                 if state.endedSubscribers.contains(follower.id) { return (.ended, nil) }
                 if state.cancelledSubscribers.contains(follower.id) { return (.cancelled, nil) }
-                let next = LiveChannel.collect(after: follower.cursor, maxLag: nil, state)
+                let next = LiveChannel.collect(after: follower.cursor, maxLag: nil, excluding: follower.keptApart, state)
                 // What it has not seen already left the window: it reconnects and replays (or reloads).
                 if case .gap = next { return (.lagging, nil) }
                 state.loopOfSubscriber[follower.id] = self
@@ -405,6 +433,7 @@ final class LiveChannel: Sendable {
                 break
             }
             followers[follower.id] = follower
+            if !follower.keptApart.isEmpty { keepingApart += 1 }
             let id = follower.id
             // Not at once: a connection can close inside a fan-out's write, which must not see followers change.
             follower.connection.channel.closeFuture.whenComplete { _ in self.eventLoop.execute { self.finish(id, .gone) } }
@@ -414,12 +443,14 @@ final class LiveChannel: Sendable {
         /// framed once for all the followers whose connections frame it alike.
         func deliver() {
             eventLoop.preconditionInEventLoop()
-            let next = owner.state.withLockedValue { state -> Next? in
+            let (next, authors) = owner.state.withLockedValue { state -> (Next?, [Int64?]) in
                 if followers.isEmpty {
                     delivered = state.latest
-                    return nil
+                    return (nil, [])
                 }
-                return LiveChannel.collect(after: delivered, maxLag: nil, state)
+                let next = LiveChannel.collect(after: delivered, maxLag: nil, state)
+                guard keepingApart > 0, delivered < state.latest else { return (next, []) }
+                return (next, LiveChannel.authors(ofLast: Int(state.latest - delivered), state))
             }
             let payloads: [ByteBuffer]
             let through: UInt64
@@ -440,11 +471,13 @@ final class LiveChannel: Sendable {
                 // A follower taken in after this delivery was scheduled already has its first events.
                 let skipped = follower.cursor >= first ? Int(min(follower.cursor - first + 1, UInt64(payloads.count))) : 0
                 if skipped < payloads.count {
-                    if let framing = follower.connection.framing {
-                        let frames = framed.value(for: framing.key) { payloads.map(framing.frame) }
+                    var frames = payloads
+                    if let framing = follower.connection.framing { frames = framed.value(for: framing.key) { payloads.map(framing.frame) } }
+                    if follower.keptApart.isEmpty || authors.count != payloads.count {
                         write(frames[skipped...], through: through, to: follower)
                     } else {
-                        write(payloads[skipped...], through: through, to: follower)
+                        let sent = (skipped..<frames.count).lazy.filter { authors[$0].map { !follower.keptApart.contains($0) } ?? true }.map { frames[$0] }
+                        write(sent, through: through, to: follower)
                     }
                 }
                 if follower.unwritable > owner.limits.subscriberBuffer { lagging.append(follower.id) }
@@ -481,10 +514,21 @@ final class LiveChannel: Sendable {
             }
         }
 
+        /// From the next event on, one follower is kept apart from `keptApart`; `notice` is written to it now.
+        func keepApart(_ id: UInt64, from keptApart: Set<Int64>, notice: ByteBuffer) {
+            eventLoop.preconditionInEventLoop()
+            guard let follower = followers[id] else { return }
+            keepingApart += (keptApart.isEmpty ? 0 : 1) - (follower.keptApart.isEmpty ? 0 : 1)
+            follower.keptApart = keptApart
+            follower.connection.write(follower.connection.framing?.frame(notice) ?? notice)
+            follower.connection.flush()
+        }
+
         /// Stops following one subscriber (if it is still followed here) and wakes its task.
         func finish(_ id: UInt64, _ ending: Ending) {
             eventLoop.preconditionInEventLoop()
             guard let follower = followers.removeValue(forKey: id) else { return }
+            if !follower.keptApart.isEmpty { keepingApart -= 1 }
             forget(id)
             follower.ending(ending)
         }

@@ -17,7 +17,7 @@ final class LiveJournal: Sendable {
 
     enum Work: Sendable {
         /// This instance's event: append it and publish it.
-        case append(html: String, stream: LiveStreams.Stream)
+        case append(html: String, stream: LiveStreams.Stream, author: Int64?)
         /// Publish what the store has after this instance's latest (through `sequence`, when it is known).
         case catchUp(LiveStreams.Stream, through: UInt64?)
     }

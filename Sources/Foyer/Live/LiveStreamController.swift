@@ -8,6 +8,8 @@ struct LiveStreamController {
     let metrics: FoyerMetrics
     /// A stream opened with a session ends with it.
     let holds: SessionHolds
+    /// A signed-in reader is not sent the changes of people a block keeps them apart from.
+    let blocks: Blocks
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/streams/{name}", use: subscribe)
@@ -24,7 +26,7 @@ struct LiveStreamController {
         // last event it applied in the query.
         let reconnected = request.headers[.lastEventID]
         let lastEventID = reconnected ?? request.uri.queryParameters["last_event_id"].map(String.init)
-        return eventStream(following: [(stream, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
+        return try await eventStream(following: [(stream, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
     }
 
     /// `GET /streams?follow={signed name}:{last event id}&follow=…`: several streams on one connection, each event
@@ -48,14 +50,19 @@ struct LiveStreamController {
             if stream.requiresSignIn { _ = try context.requireIdentity() }
             following.append((stream, lastEventID.flatMap { $0.isEmpty ? nil : $0 }))
         }
-        return eventStream(following: following, named: true, reconnected: request.uri.queryParameters["reconnect"] == "1", context: context)
+        return try await eventStream(following: following, named: true, reconnected: request.uri.queryParameters["reconnect"] == "1", context: context)
     }
 
     private func eventStream(following: [(stream: LiveStreams.Stream, lastEventID: String?)], named: Bool, reconnected: Bool, context: FoyerRequestContext)
-        -> Response
+        async throws -> Response
     {
         let (streams, open, holds) = (streams, metrics.openEventStreams, holds)
         let session = context.identity?.session
+        let viewer: LiveStreams.Viewer? = if let identity = context.identity {
+            .init(userId: identity.userId, keptApart: try await blocks.keptApart(from: identity.userId))
+        } else {
+            nil
+        }
         // Events go straight to the connection; the router test client's channel is a stand-in that drops them.
         let connection = context.channel
         return Response(
@@ -68,7 +75,7 @@ struct LiveStreamController {
             body: ResponseBody { writer in
                 try await streams.serve(
                     following, named: named, reconnected: reconnected, heldBy: session.map { session in { end in holds.hold(session, end: end) } },
-                    open: open, on: connection, to: &writer
+                    viewer: viewer, open: open, on: connection, to: &writer
                 )
             }
         )

@@ -32,6 +32,14 @@ final class LiveStreams: Sendable {
     /// Signed once: pages embed them on every render.
     private let paths: [Stream: String]
     private let namings: [Stream: Naming]
+    /// The open streams of signed-in viewers, by viewer and subscriber: a block changes what each may be sent.
+    private let viewing = NIOLockedValueBox([Int64: [UInt64: Viewed]]())
+
+    private struct Viewed: Sendable {
+        let stream: Stream
+        let channel: LiveChannel
+        let eventLoop: any EventLoop
+    }
 
     /// An event stream that reconnected by itself (EventSource's `Last-Event-ID` header: after a restart, a deploy,
     /// a network change): it got the events it missed (`replayed`, none when it missed none), or its live frame
@@ -68,11 +76,22 @@ final class LiveStreams: Sendable {
     func stream(signedName: String) -> Stream? { names.verify(signedName).flatMap(Stream.init(rawValue:)) }
 
     /// Sends `<turbo-stream>` HTML to every page following `stream`, on every instance (through the journal).
-    func broadcast(_ html: String, on stream: Stream) {
+    /// `author`: whose words it carries; pages of people a block keeps apart from them are not sent it.
+    func broadcast(_ html: String, on stream: Stream, author: Int64? = nil) {
         if let journal {
-            journal.enqueue(.append(html: html, stream: stream))
+            journal.enqueue(.append(html: html, stream: stream, author: author))
         } else {
-            channel(stream).publish { sequence in event(html, id: eventID(sequence)) }
+            channel(stream).publish({ sequence in event(html, id: eventID(sequence)) }, author: author)
+        }
+    }
+
+    /// A viewer's blocks changed (here or on another instance): each of their open streams here is kept apart from
+    /// `keptApart` from now on, and its live part loads again, without what it must no longer show.
+    func keepApart(viewer: Int64, from keptApart: Set<Int64>) {
+        let open = viewing.withLockedValue { $0[viewer] ?? [:] }
+        for (subscriber, viewed) in open {
+            let notice = TurboStream.reloadFrame(viewed.stream.frame)
+            viewed.channel.keepApart(subscriber: subscriber, on: viewed.eventLoop, from: keptApart, notice: event(notice, id: eventID(viewed.channel.latest)))
         }
     }
 
@@ -89,9 +108,16 @@ final class LiveStreams: Sendable {
     /// Writes `stream` to one subscriber as server-sent events, as Turbo's `connectStreamSource` reads them.
     func serve(
         _ stream: Stream, lastEventID: String?, reconnected: Bool = false, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
-        open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
+        viewer: Viewer? = nil, open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
-        try await serve([(stream, lastEventID)], named: false, reconnected: reconnected, heldBy: hold, open: open, on: connection, to: &writer)
+        try await serve([(stream, lastEventID)], named: false, reconnected: reconnected, heldBy: hold, viewer: viewer, open: open, on: connection, to: &writer)
+    }
+
+    /// Who follows a stream, when signed in: the authors a block keeps them apart from are left out of what they are
+    /// sent (replays included), until `keepApart(viewer:from:)` says otherwise.
+    struct Viewer: Sendable {
+        let userId: Int64
+        let keptApart: Set<Int64>
     }
 
     /// Writes `followed` streams to one subscriber as server-sent events on one connection, until it goes away, lags
@@ -107,24 +133,40 @@ final class LiveStreams: Sendable {
     /// response's end, the close) is written from the event loop.
     func serve(
         _ followed: [(stream: Stream, lastEventID: String?)], named: Bool, reconnected: Bool = false,
-        heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
+        heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil, viewer: Viewer? = nil,
         open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
         let subscriptions = followed.map { followed in
             let channel = channel(followed.stream)
             return Subscription(stream: followed.stream, channel: channel, subscriber: channel.subscribe())
         }
+        let keptApart = viewer?.keptApart ?? []
         let release = hold?({ for subscription in subscriptions { subscription.channel.end(subscriber: subscription.subscriber) } })
+        if let viewer {
+            viewing.withLockedValue { viewing in
+                for subscription in subscriptions {
+                    viewing[viewer.userId, default: [:]][subscription.subscriber] = Viewed(
+                        stream: subscription.stream, channel: subscription.channel, eventLoop: connection.eventLoop
+                    )
+                }
+            }
+        }
         open?.increment()
-        let done: @Sendable () -> Void = {
+        let done: @Sendable () -> Void = { [viewing] in
             release?()
+            if let viewer {
+                viewing.withLockedValue { viewing in
+                    for subscription in subscriptions { viewing[viewer.userId]?.removeValue(forKey: subscription.subscriber) }
+                    if viewing[viewer.userId]?.isEmpty == true { viewing.removeValue(forKey: viewer.userId) }
+                }
+            }
             for subscription in subscriptions { subscription.channel.unsubscribe(subscription.subscriber) }
             open?.decrement()
         }
         var opening = ByteBuffer(string: "retry: 2000\n: \(followed.map(\.stream.rawValue).joined(separator: " "))\n\n")
         var cursors: [UInt64] = []
         for (subscription, followed) in zip(subscriptions, followed) {
-            let (events, cursor, outcome) = resume(subscription.stream, from: followed.lastEventID)
+            let (events, cursor, outcome) = resume(subscription.stream, from: followed.lastEventID, keptApart: keptApart)
             for event in events { opening.writeImmutableBuffer(named ? self.named(subscription.stream).plain.frame(event) : event) }
             cursors.append(cursor)
             if reconnected, let outcome { resumed(outcome) }
@@ -155,7 +197,7 @@ final class LiveStreams: Sendable {
             for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
                 let framing = named ? self.named(subscription.stream).chunked : HandedOverConnection.chunked
                 let connectionFollowing = following(index, write: handedOver.write, flush: handedOver.flush, framing: framing)
-                subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber) { ending in
+                subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber, keptApart: keptApart) { ending in
                     guard !ended.withLockedValue({ ended in defer { ended = true }; return ended }) else { return }
                     for other in subscriptions where other.stream != subscription.stream {
                         other.channel.stop(subscriber: other.subscriber, on: connection.eventLoop, .gone)
@@ -176,7 +218,9 @@ final class LiveStreams: Sendable {
                     let connectionFollowing = following(
                         index, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, flush: nil, framing: named ? self.named(subscription.stream).plain : nil
                     )
-                    group.addTask { await subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber) }
+                    group.addTask {
+                        await subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber, keptApart: keptApart)
+                    }
                 }
                 let first = await group.next() ?? .closed
                 group.cancelAll()
@@ -237,7 +281,7 @@ final class LiveStreams: Sendable {
 
     /// What a reconnect (or a page resuming from where it was rendered) missed, or a reload; the sequence number the
     /// subscriber is then at; and whether it resumed (nil: it named no event).
-    private func resume(_ stream: Stream, from lastEventID: String?) -> (events: [ByteBuffer], cursor: UInt64, outcome: Resumed?) {
+    private func resume(_ stream: Stream, from lastEventID: String?, keptApart: Set<Int64>) -> (events: [ByteBuffer], cursor: UInt64, outcome: Resumed?) {
         let channel = channel(stream)
         let cursor = channel.latest
         guard let lastEventID else { return ([], cursor, nil) }
@@ -248,7 +292,7 @@ final class LiveStreams: Sendable {
             return ([], last, .replayed)
         }
         guard last <= cursor else { return ([reloadEvent(stream, at: cursor)], cursor, .reloaded) }
-        switch channel.available(after: last) {
+        switch channel.available(after: last, excluding: keptApart) {
         case .event(let payload, let sequence): return ([payload], sequence, .replayed)
         case .events(let payloads, let through): return (payloads, through, .replayed)
         case .gap: return ([reloadEvent(stream, at: cursor)], cursor, .reloaded)
@@ -298,7 +342,7 @@ extension LiveStreams {
             let channel = channel(stream)
             let (events, latest) = try await journal.storage.events(of: stream.rawValue, after: 0, within: channel.limits)
             channel.load(
-                events.map { ($0.sequence, event($0.html, id: eventID($0.sequence)), .seconds(max(0, now.timeIntervalSince($0.appendedAt)))) },
+                events.map { ($0.sequence, event($0.html, id: eventID($0.sequence)), .seconds(max(0, now.timeIntervalSince($0.appendedAt))), $0.author) },
                 latest: latest
             )
         }
@@ -310,12 +354,12 @@ extension LiveStreams {
         guard let journal else { return }
         for await work in journal.work {
             switch work {
-            case .append(let html, let stream):
+            case .append(let html, let stream, let author):
                 let channel = channel(stream)
                 do {
-                    let sequence = try await journal.storage.append(html, to: stream.rawValue, keeping: channel.limits)
+                    let sequence = try await journal.storage.append(html, to: stream.rawValue, author: author, keeping: channel.limits)
                     if sequence > channel.latest + 1 { await catchUp(stream, through: sequence - 1) }
-                    channel.publish(event(html, id: eventID(sequence)), sequence: sequence)
+                    channel.publish(event(html, id: eventID(sequence)), sequence: sequence, author: author)
                     journal.cluster?.send(LiveJournal.Appended(stream: stream.rawValue, sequence: sequence), on: LiveJournal.appended)
                 } catch {
                     journal.logger.error(
@@ -335,7 +379,7 @@ extension LiveStreams {
         if let through, through <= channel.latest { return }
         do {
             let (events, _) = try await journal.storage.events(of: stream.rawValue, after: channel.latest, within: channel.limits)
-            for kept in events { channel.publish(event(kept.html, id: eventID(kept.sequence)), sequence: kept.sequence) }
+            for kept in events { channel.publish(event(kept.html, id: eventID(kept.sequence)), sequence: kept.sequence, author: kept.author) }
         } catch {
             journal.logger.warning(
                 "Live events kept by another instance could not be read", metadata: ["stream": .string(stream.rawValue), "error": .string("\(error)")]

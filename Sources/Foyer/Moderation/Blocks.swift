@@ -6,32 +6,45 @@ import PostgresNIO
 /// Who keeps whom away. A block works both ways on every read path: the blocker sees nothing of the blocked person,
 /// and the blocked person, signed in, sees nothing of the blocker. Each person's set of such people is kept in
 /// memory after its first read, until a block of theirs changes (on any instance: `ModerationFeature.blocksChanged`).
+/// Their open live streams are told too: from then on they are not sent the other's changes, and what they show
+/// loads again.
 final class Blocks: Sendable {
     let storage: any BlockStorage
     /// Told of each change, so the other instances read both people's sets again.
     private let cluster: ClusterBus?
+    private let streams: LiveStreams?
     private let apart = NIOLockedValueBox([Int64: Set<Int64>]())
     static let capacity = 10_000
 
-    init(store: Store, cluster: ClusterBus? = nil) {
+    init(store: Store, cluster: ClusterBus? = nil, streams: LiveStreams? = nil) {
         storage = store.blockStorage
         self.cluster = cluster
+        self.streams = streams
     }
 
-    /// True when the block is new. Holds from the next request of either person on, on every instance.
+    /// True when the block is new. Holds from the next request of either person on, on every instance, and on
+    /// their open live streams at once.
     func block(_ blocked: Int64, by blocker: Int64) async throws -> Bool {
         let new = try await storage.block(blocked, by: blocker, at: Date())
-        changed(blocker, blocked)
+        try await changed([blocker, blocked])
         return new
     }
 
     func unblock(_ blocked: Int64, by blocker: Int64) async throws {
-        if try await storage.unblock(blocked, by: blocker) { changed(blocker, blocked) }
+        if try await storage.unblock(blocked, by: blocker) { try await changed([blocker, blocked]) }
     }
 
-    private func changed(_ users: Int64...) {
-        forget(users)
+    private func changed(_ users: [Int64]) async throws {
         cluster?.send(users, on: ModerationFeature.blocksChanged)
+        try await heard(users)
+    }
+
+    /// A block between `users` changed, here or on another instance: their sets are read again, and their open
+    /// streams here follow the new ones.
+    func heard(_ users: [Int64]) async throws {
+        forget(users)
+        guard let streams else { return }
+        for user in users { streams.keepApart(viewer: user, from: try await keptApart(from: user)) }
     }
 
     /// The people `userId` must not see, nor be seen by: those they blocked and those who blocked them.

@@ -40,10 +40,17 @@ struct ModerationFeature {
             terms: terms, watched: watched, storage: app.store.postStorage, reports: reports,
             holdMails: ReportsController.moderatorMails(mail: mail.accountMail, reporterName: nil)
         )
-        let blocks = Blocks(store: app.store, cluster: app.cluster)
+        let blocks = Blocks(store: app.store, cluster: app.cluster, streams: app.streams)
         self.blocks = blocks
         if let cluster = app.cluster {
-            cluster.on(Self.blocksChanged) { users in blocks.forget(users) }
+            let logger = app.logger
+            cluster.on(Self.blocksChanged) { users in
+                do {
+                    try await blocks.heard(users)
+                } catch {
+                    logger.warning("a block made elsewhere could not be read: open streams here keep their old one", metadata: ["error": "\(error)"])
+                }
+            }
             cluster.onGap { blocks.forgetAll() }
             cluster.onBreak { blocks.forgetAll() }
         }

@@ -93,6 +93,14 @@ enum PostChange: Sendable {
     case created(PublishedPost)
     case updated(PublishedPost)
     case deleted(id: Int64)
+
+    /// Whose words the change shows: a reader kept apart from them by a block is not sent it. A removal shows nobody's.
+    var author: Int64? {
+        switch self {
+        case .created(let published), .updated(let published): published.post.authorId
+        case .deleted: nil
+        }
+    }
 }
 
 /// The `<turbo-stream>` HTML that shows a post change on open pages: the first list page (`posts`), rows

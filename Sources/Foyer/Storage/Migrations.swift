@@ -319,6 +319,9 @@ extension SQLiteStore {
                 t.primaryKey(["blocker_id", "blocked_id"])
             }
         }
+        migrator.registerMigration("v23: whose words a live event carries, so a block keeps them from open pages") { db in
+            try db.alter(table: "live_events") { t in t.add(column: "author_id", .integer) }
+        }
         return migrator
     }
 }
@@ -634,6 +637,9 @@ extension PostgresMigrations {
             )
             """,
             "CREATE INDEX blocks_by_blocked ON blocks (blocked_id)",
+        ]),
+        ("16: whose words a live event carries, so a block keeps them from open pages (SQLite's v23)", [
+            "ALTER TABLE live_events ADD COLUMN author_id BIGINT",
         ]),
     ]
 }
