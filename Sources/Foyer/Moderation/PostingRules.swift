@@ -42,8 +42,29 @@ struct PostingRules: Sendable {
         return held.map(Verdict.hold) ?? .publish
     }
 
+    /// A new post, screened and written: published, or held for a moderator (`held`) when a watched word asks it.
+    func create(_ changes: PostChanges, by identity: Identity, in posts: PostRepository) async throws -> (post: PublishedPost, held: Bool) {
+        let verdict = try await screen(changes, by: identity, creating: true)
+        let created = try await posts.create(changes, author: identity.user, held: verdict != .publish)
+        guard case .hold(let word) = verdict else { return (created, false) }
+        try await held(created, for: word)
+        return (created, true)
+    }
+
+    /// A change to a post, screened and written; `held`: a watched word took a shown post out of view until a
+    /// moderator approves it (a post held already stays held, and waits in the queue once).
+    func update(
+        _ published: PublishedPost, with changes: PostChanges, by identity: Identity, in posts: PostRepository
+    ) async throws -> (post: PublishedPost, held: Bool) {
+        let verdict = try await screen(changes, by: identity, creating: false)
+        let updated = try await posts.update(published, with: changes, held: verdict != .publish)
+        guard case .hold(let word) = verdict, published.post.hidden == nil else { return (updated, false) }
+        try await held(updated, for: word)
+        return (updated, true)
+    }
+
     /// A post held for `word`: it waits in the moderators' queue as a report of no one's, and they are mailed.
-    func held(_ post: PublishedPost, for word: String) async throws {
+    private func held(_ post: PublishedPost, for word: String) async throws {
         _ = try await reports.hold(post: post, word: word, now: Date(), mails: holdMails)
     }
 }

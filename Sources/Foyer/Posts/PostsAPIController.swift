@@ -150,12 +150,9 @@ struct PostsAPIController {
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
-        let identity = context.identity
-        try rules.terms.requireAccepted(by: identity)
+        try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.changes(from: request)
-        let verdict = try await rules.screen(changes, by: identity, creating: true)
-        let created = try await posts.create(changes, author: identity.user, held: verdict != .publish)
-        if case .hold(let word) = verdict { try await rules.held(created, for: word) }
+        let created = try await rules.create(changes, by: context.identity, in: posts).post
         var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
         response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
         return response
@@ -165,9 +162,7 @@ struct PostsAPIController {
         let published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.changes(from: request)
-        let verdict = try await rules.screen(changes, by: context.identity, creating: false)
-        let updated = try await posts.update(published, with: changes, held: verdict != .publish)
-        if case .hold(let word) = verdict, published.post.hidden == nil { try await rules.held(updated, for: word) }
+        let updated = try await rules.update(published, with: changes, by: context.identity, in: posts).post
         return .json(PostJSON(updated, baseURL: request.baseURL))
     }
 

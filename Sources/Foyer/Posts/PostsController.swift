@@ -88,18 +88,12 @@ struct PostsController {
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
-        let identity = context.identity
-        try rules.terms.requireAccepted(by: identity)
+        try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         do {
-            let verdict = try await rules.screen(changes, by: identity, creating: true)
-            let created = try await posts.create(changes, author: identity.user, held: verdict != .publish)
-            if case .hold(let word) = verdict {
-                try await rules.held(created, for: word)
-                return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postHeld)
-            }
+            let (created, held) = try await rules.create(changes, by: context.identity, in: posts)
             // A native shell opened the form as a modal: close it and reload the list below.
-            return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(.postPublished)
+            return .afterSubmit(request, redirectTo: "/posts/\(created.id)", native: .refresh).flashing(held ? .postHeld : .postPublished)
         } catch let invalid as ValidationFailed {
             return form(request: request, context: context, changes: changes, id: nil, current: nil, errors: invalid, status: invalid.status)
         }
@@ -117,13 +111,8 @@ struct PostsController {
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         do {
-            let verdict = try await rules.screen(changes, by: context.identity, creating: false)
-            let updated = try await posts.update(published, with: changes, held: verdict != .publish)
-            if case .hold(let word) = verdict, published.post.hidden == nil {
-                try await rules.held(updated, for: word)
-                return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postHeld)
-            }
-            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(.postSaved)
+            let held = try await rules.update(published, with: changes, by: context.identity, in: posts).held
+            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(held ? .postHeld : .postSaved)
         } catch let invalid as ValidationFailed {
             return form(
                 request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
