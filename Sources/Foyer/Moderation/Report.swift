@@ -30,7 +30,8 @@ struct Report: Sendable {
         case user(Int64)
     }
 
-    let id: Int64
+    /// 0 until the store gives it its number.
+    var id: Int64
     let reporterId: Int64?
     let postId: Int64?
     /// The person reported, or the author of the post reported.

@@ -12,9 +12,9 @@ protocol ReportStorage: Sendable {
 
 extension Report {
     /// The report that puts a held post in the queue.
-    static func held(_ post: PublishedPost, word: String, id: Int64 = 0, now: Date) -> Report {
+    static func held(_ post: PublishedPost, word: String, now: Date) -> Report {
         Report(
-            id: id, reporterId: nil, postId: post.id, userId: post.author.id, reason: .other, comment: "Held for review: it contains “\(word)”.",
+            id: 0, reporterId: nil, postId: post.id, userId: post.author.id, reason: .other, comment: "Held for review: it contains “\(word)”.",
             keptTitle: post.post.title, keptContent: post.post.content, keptPictureAlt: post.picture?.alt, status: .open, createdAt: now,
             resolvedAt: nil
         )
@@ -73,37 +73,36 @@ struct SQLiteReportStorage: ReportStorage {
                 (userId, name) = (reported, found)
             }
             guard userId != draft.reporterId else { return .unknownTarget }
-            try db.execute(sql: """
-                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [draft.reporterId, column == "post_id" ? id : nil, userId, draft.reason.rawValue, draft.comment, kept.title, kept.content, kept.alt, now])
             let report = Report(
-                id: db.lastInsertedRowID, reporterId: draft.reporterId, postId: column == "post_id" ? id : nil, userId: userId, reason: draft.reason,
+                id: 0, reporterId: draft.reporterId, postId: column == "post_id" ? id : nil, userId: userId, reason: draft.reason,
                 comment: draft.comment, keptTitle: kept.title, keptContent: kept.content, keptPictureAlt: kept.alt, status: .open, createdAt: now,
                 resolvedAt: nil
             )
-            let moderators = try User.fetchAll(db, sql: "SELECT * FROM users WHERE role IS NOT NULL ORDER BY id")
-            for mail in mails(report, ReportRows.describe(draft.target, title: kept.title, name: name), moderators) {
-                try MailOutboxRows.insert(mail, into: db, now: now)
-            }
-            return .filed(report)
+            return .filed(try Self.insert(report, about: ReportRows.describe(draft.target, title: kept.title, name: name), mails: mails, into: db))
         }
     }
 
     func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
         try await database.write { db in
-            let draft = Report.held(post, word: word, now: now)
-            try db.execute(sql: """
-                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
-                VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [draft.postId, draft.userId, draft.reason.rawValue, draft.comment, draft.keptTitle, draft.keptContent, draft.keptPictureAlt, now])
-            let report = Report.held(post, word: word, id: db.lastInsertedRowID, now: now)
-            let moderators = try User.fetchAll(db, sql: "SELECT * FROM users WHERE role IS NOT NULL ORDER BY id")
-            for mail in mails(report, ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name), moderators) {
-                try MailOutboxRows.insert(mail, into: db, now: now)
-            }
-            return report
+            let about = ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name)
+            return try Self.insert(Report.held(post, word: word, now: now), about: about, mails: mails, into: db)
         }
+    }
+
+    /// Stores a new report, numbered by the store, and the moderators' mail about `reported`, in `db`'s transaction.
+    private static func insert(_ report: Report, about reported: String, mails: ReportMails, into db: Database) throws -> Report {
+        try db.execute(sql: """
+            INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [
+                report.reporterId, report.postId, report.userId, report.reason.rawValue, report.comment, report.keptTitle, report.keptContent,
+                report.keptPictureAlt, report.createdAt,
+            ])
+        var stored = report
+        stored.id = db.lastInsertedRowID
+        let moderators = try User.fetchAll(db, sql: "SELECT * FROM users WHERE role IS NOT NULL ORDER BY id")
+        for mail in mails(stored, reported, moderators) { try MailOutboxRows.insert(mail, into: db, now: report.createdAt) }
+        return stored
     }
 
     static func report(_ row: Row) throws -> Report {
@@ -162,43 +161,38 @@ struct PostgresReportStorage: ReportStorage {
                 (userId, name) = (id, try row.decode(String.self))
             }
             guard userId != draft.reporterId else { return .unknownTarget }
-            let id = try await connection.run("""
-                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
-                VALUES (\(draft.reporterId), \(postId), \(userId), \(draft.reason.rawValue), \(draft.comment), \(kept.title), \(kept.content),
-                \(kept.alt), \(now)) RETURNING id
-                """, logger: logger)[0].decode(Int64.self)
             let report = Report(
-                id: id, reporterId: draft.reporterId, postId: postId, userId: userId, reason: draft.reason, comment: draft.comment,
+                id: 0, reporterId: draft.reporterId, postId: postId, userId: userId, reason: draft.reason, comment: draft.comment,
                 keptTitle: kept.title, keptContent: kept.content, keptPictureAlt: kept.alt, status: .open, createdAt: now, resolvedAt: nil
             )
-            let moderators = try await connection.run("SELECT * FROM users WHERE role IS NOT NULL ORDER BY id", logger: logger).map {
-                try PostgresUsers.user($0.makeRandomAccess())
-            }
-            for mail in mails(report, ReportRows.describe(draft.target, title: kept.title, name: name), moderators) {
-                try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: now)
-            }
-            return .filed(report)
+            let about = ReportRows.describe(draft.target, title: kept.title, name: name)
+            return .filed(try await Self.insert(report, about: about, mails: mails, into: connection, logger: logger))
         }
     }
 
     func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
         let logger = store.logger
         return try await store.transaction { connection in
-            let draft = Report.held(post, word: word, now: now)
-            let id = try await connection.run("""
-                INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
-                VALUES (NULL, \(draft.postId), \(draft.userId), \(draft.reason.rawValue), \(draft.comment), \(draft.keptTitle), \(draft.keptContent),
-                \(draft.keptPictureAlt), \(now)) RETURNING id
-                """, logger: logger)[0].decode(Int64.self)
-            let report = Report.held(post, word: word, id: id, now: now)
-            let moderators = try await connection.run("SELECT * FROM users WHERE role IS NOT NULL ORDER BY id", logger: logger).map {
-                try PostgresUsers.user($0.makeRandomAccess())
-            }
-            for mail in mails(report, ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name), moderators) {
-                try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: now)
-            }
-            return report
+            let about = ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name)
+            return try await Self.insert(Report.held(post, word: word, now: now), about: about, mails: mails, into: connection, logger: logger)
         }
+    }
+
+    /// Stores a new report, numbered by the store, and the moderators' mail about `reported`, in the transaction.
+    private static func insert(
+        _ report: Report, about reported: String, mails: ReportMails, into connection: PostgresConnection, logger: Logger
+    ) async throws -> Report {
+        var stored = report
+        stored.id = try await connection.run("""
+            INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
+            VALUES (\(report.reporterId), \(report.postId), \(report.userId), \(report.reason.rawValue), \(report.comment), \(report.keptTitle),
+            \(report.keptContent), \(report.keptPictureAlt), \(report.createdAt)) RETURNING id
+            """, logger: logger)[0].decode(Int64.self)
+        let moderators = try await connection.run("SELECT * FROM users WHERE role IS NOT NULL ORDER BY id", logger: logger).map {
+            try PostgresUsers.user($0.makeRandomAccess())
+        }
+        for mail in mails(stored, reported, moderators) { try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: report.createdAt) }
+        return stored
     }
 
     static func report(_ row: PostgresRandomAccessRow) throws -> Report {
