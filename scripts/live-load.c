@@ -2,9 +2,12 @@
 // or graphql-transport-ws subscriptions to taskAdded), makes a series of task changes through POST /graphql, and
 // times each change from the write's acknowledgement until the last subscriber received it. `nchan` does the same
 // against nginx's nchan module, for comparison: EventSource subscribers on STREAM_PATH, each change a message of
-// the size of a Foyer task event POSTed to /pub.
+// the size of a Foyer task event POSTed to /pub. `posts`: subscribers of the public posts stream, signed out, each
+// change a post written through POST /api/v1/posts by TOKEN's account; with BLOCKER_TOKEN and BLOCKING, that many
+// of the subscribers are signed in as an account that blocked the writer: delivery is timed to the others, and
+// whatever reaches a blocking subscriber is counted (blocked_events, 0 is right).
 //
-//   live-load sse|ws|nchan PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS
+//   live-load sse|ws|nchan|posts PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS [BLOCKER_TOKEN BLOCKING]
 //
 // PIDS: the server's process ids, comma-separated (nginx's master and workers); their resident memory is summed.
 // Prints key=value lines: resident memory before and after subscribing, and per-change delivery times.
@@ -25,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { SSE, WS, NCHAN };
+enum { SSE, WS, NCHAN, POSTS };
 enum { MAX_CHANGES = 1000 };
 
 typedef struct { const char *text; int length; int matched; } Matcher;
@@ -34,6 +37,7 @@ typedef struct {
     int fd;
     int ready;           // subscribed: SSE opening seen, or WS subscribe sent after connection_ack
     int events;          // events received so far
+    int blocking;        // posts: signed in as the account that blocked the writer
     Matcher event_start; // SSE: "\nid: " begins an event; WS: the 101 response's end
     Matcher opening;     // SSE: "retry:" — the stream is open
     // WebSocket frame parsing
@@ -47,7 +51,10 @@ typedef struct {
 } Subscriber;
 
 static int mode, port, subscriber_count, change_count;
-static const char *stream_path, *token;
+static const char *stream_path, *token, *blocker_token;
+// Subscribers that blocked the writer (posts), and so the number each change must reach.
+static int blocking_count, expected_count;
+static atomic_int blocked_events;
 static Subscriber *subscribers;
 static int epoll_fd;
 static double acknowledged_at[MAX_CHANGES + 1];
@@ -146,6 +153,10 @@ static void send_ws_text(int fd, const char *text) {
 }
 
 static void received_event(Subscriber *s) {
+    if (s->blocking) {
+        atomic_fetch_add(&blocked_events, 1);
+        return;
+    }
     s->events++;
     if (s->events <= MAX_CHANGES) {
         last_arrival[s->events] = now();
@@ -275,6 +286,15 @@ static void open_subscriber(Subscriber *s) {
         s->opening = (Matcher){"retry:", 6, 0};
         snprintf(request, sizeof request,
                  "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\n\r\n", stream_path, token);
+    } else if (mode == POSTS) {
+        s->opening = (Matcher){"retry:", 6, 0};
+        s->blocking = (int)(s - subscribers) < blocking_count;
+        if (s->blocking)
+            snprintf(request, sizeof request,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\n\r\n", stream_path,
+                     blocker_token);
+        else
+            snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n", stream_path);
     } else {
         s->event_start = (Matcher){"\r\n\r\n", 4, 0};
         snprintf(request, sizeof request,
@@ -313,6 +333,11 @@ static void make_change(int number) {
         snprintf(request, sizeof request,
                  "POST /pub HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
                  strlen(body), body);
+    } else if (mode == POSTS) {
+        snprintf(body, sizeof body, "{\"title\":\"bench change %d\",\"content\":\"live\"}", number);
+        snprintf(request, sizeof request,
+                 "POST /api/v1/posts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\n"
+                 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", token, strlen(body), body);
     } else {
         snprintf(body, sizeof body,
                  "{\"query\":\"mutation { createTask(title: \\\"bench change %d\\\", description: \\\"live\\\") { id } }\"}", number);
@@ -331,7 +356,7 @@ static void make_change(int number) {
     reply[total] = 0;
     acknowledged_at[number] = now();
     close(fd);
-    // Foyer: 200; nchan: 201 (or 202 with no subscriber).
+    // Foyer: 200 (a post: 201); nchan: 201 (or 202 with no subscriber).
     if (strncmp(reply, "HTTP/1.1 20", 11) != 0) { fprintf(stderr, "change %d failed: %s\n", number, reply); exit(2); }
 }
 
@@ -340,7 +365,7 @@ static void *writer(void *unused) {
     for (int number = 1; number <= change_count; number++) {
         // One change at a time: wait (bounded) until the previous one reached everyone, then a short pause.
         double deadline = now() + 5;
-        while (number > 1 && atomic_load(&arrivals[number - 1]) < subscriber_count && now() < deadline) usleep(1000);
+        while (number > 1 && atomic_load(&arrivals[number - 1]) < expected_count && now() < deadline) usleep(1000);
         usleep(100000);
         make_change(number);
         atomic_store(&acknowledged, number);
@@ -354,11 +379,11 @@ static int compare(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: live-load sse|ws|nchan PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS\n");
+    if (argc != 8 && argc != 10) {
+        fprintf(stderr, "usage: live-load sse|ws|nchan|posts PORT STREAM_PATH TOKEN SUBSCRIBERS CHANGES PIDS [BLOCKER_TOKEN BLOCKING]\n");
         return 2;
     }
-    mode = strcmp(argv[1], "ws") == 0 ? WS : strcmp(argv[1], "nchan") == 0 ? NCHAN : SSE;
+    mode = strcmp(argv[1], "ws") == 0 ? WS : strcmp(argv[1], "nchan") == 0 ? NCHAN : strcmp(argv[1], "posts") == 0 ? POSTS : SSE;
     port = atoi(argv[2]);
     stream_path = argv[3];
     token = argv[4];
@@ -366,6 +391,15 @@ int main(int argc, char **argv) {
     change_count = atoi(argv[6]);
     const char *server_pids = argv[7];
     if (change_count > MAX_CHANGES) change_count = MAX_CHANGES;
+    if (argc == 10) {
+        blocker_token = argv[8];
+        blocking_count = atoi(argv[9]);
+        if (mode != POSTS || blocking_count < 0 || blocking_count >= subscriber_count) {
+            fprintf(stderr, "BLOCKING: posts only, fewer than SUBSCRIBERS\n");
+            return 2;
+        }
+    }
+    expected_count = subscriber_count - blocking_count;
 
     struct rlimit files;
     getrlimit(RLIMIT_NOFILE, &files);
@@ -401,23 +435,27 @@ int main(int argc, char **argv) {
         pthread_t writer_thread;
         pthread_create(&writer_thread, NULL, writer, NULL);
         double deadline = now() + change_count * 6.0 + 10;
-        while (atomic_load(&arrivals[change_count]) < subscriber_count && now() < deadline) poll_once(20);
+        while (atomic_load(&arrivals[change_count]) < expected_count && now() < deadline) poll_once(20);
         pthread_join(writer_thread, NULL);
+        // What a blocking subscriber would get comes with the others': a moment more to see it if it comes.
+        for (double until = now() + 0.5; now() < until;) poll_once(20);
     }
 
     // After the acknowledgement (0 when every subscriber had it before the reply), and after the write was sent.
     double delays[MAX_CHANGES], from_send[MAX_CHANGES];
     int complete = 0;
     for (int number = 1; number <= change_count; number++) {
-        if (atomic_load(&arrivals[number]) < subscriber_count) continue;
+        if (atomic_load(&arrivals[number]) < expected_count) continue;
         double delay = last_arrival[number] - acknowledged_at[number];
         from_send[complete] = last_arrival[number] - sent_at[number];
         delays[complete++] = delay > 0 ? delay : 0;
     }
     qsort(delays, complete, sizeof delays[0], compare);
     qsort(from_send, complete, sizeof from_send[0], compare);
-    printf("mode=%s\nsubscribers=%d\nsubscribe_seconds=%.2f\nrss_before_kib=%ld\nrss_after_kib=%ld\n",
-           mode == SSE ? "sse" : mode == WS ? "ws" : "nchan", subscriber_count, subscribed - started, before, after);
+    const char *name = mode == SSE ? "sse" : mode == WS ? "ws" : mode == NCHAN ? "nchan" : blocking_count > 0 ? "blocks" : "posts";
+    printf("mode=%s\nsubscribers=%d\nsubscribe_seconds=%.2f\nrss_before_kib=%ld\nrss_after_kib=%ld\n", name, subscriber_count,
+           subscribed - started, before, after);
+    if (mode == POSTS) printf("blocking=%d\nblocked_events=%d\n", blocking_count, atomic_load(&blocked_events));
     printf("changes=%d\ncomplete_changes=%d\n", change_count, complete);
     if (complete > 0) {
         printf("p50_ms=%.1f\np99_ms=%.1f\nmax_ms=%.1f\n", delays[complete / 2] * 1000,
@@ -425,5 +463,5 @@ int main(int argc, char **argv) {
         printf("send_p50_ms=%.1f\nsend_p99_ms=%.1f\nsend_max_ms=%.1f\n", from_send[complete / 2] * 1000,
                from_send[(int)((complete - 1) * 0.99)] * 1000, from_send[complete - 1] * 1000);
     }
-    return complete == change_count ? 0 : 1;
+    return complete == change_count && atomic_load(&blocked_events) == 0 ? 0 : 1;
 }
