@@ -53,21 +53,23 @@ if (!customElements.get("turbo-stream-source")) {
     // One event of this page's stream, from whichever connection carries it.
     receive(id, html) {
       if (!this.active) return
-      if (id) {
-        if (!isAfter(id, this.received)) return
-        this.received = id
-      }
+      // A reload of the live part (views escape ">", so only the server's own frame can end with this attribute) is
+      // applied even at an id this page has had: a block changed what the page may show.
+      const reload = html.includes(" data-live-reload></turbo-frame>")
+      const newer = id && isAfter(id, this.received)
+      if (id && !newer && !reload) return
+      if (newer) this.received = id
       Turbo.renderStreamMessage(html)
       // Turbo applies a stream action on the next animation frame, and a visit that started just before may have
       // swapped the body by then: the action never reached this page. So the id is kept only after the action ran
       // (this frame callback is queued after Turbo's) and only while this element is still on the page; otherwise
       // the page keeps the older id and replays the event when restored (appends and prepends replace by id).
-      if (id) requestAnimationFrame(() => { if (this.isConnected) this.dataset.lastEventId = id })
-      // The server reloads a live frame when the page missed events (data-live-reload). The fresh page may have
-      // been read before the events that arrive while the frame loads, and those found no target in the empty
-      // frame: they are kept and applied again once it has loaded (each action leaves the page the same when
-      // applied twice). Views escape ">", so only the server's own frame can end with this attribute.
-      if (html.includes(" data-live-reload></turbo-frame>")) this.eventsDuringReload = []
+      if (newer) requestAnimationFrame(() => { if (this.isConnected) this.dataset.lastEventId = id })
+      // The server reloads a live frame when the page missed events or a block changed (data-live-reload). The
+      // fresh page may have been read before the events that arrive while the frame loads, and those found no
+      // target in the empty frame: they are kept and applied again once it has loaded (each action leaves the page
+      // the same when applied twice).
+      if (reload) this.eventsDuringReload = []
       else if (this.eventsDuringReload) {
         this.eventsDuringReload.push(html)
         // A frame that never loads (its request failed) stops the keeping: the next reload brings the page back.

@@ -256,8 +256,8 @@ final class LiveChannel: Sendable {
     }
 
     /// A followed subscriber's blocks changed: from the next event on it is kept apart from `keptApart`, and it is
-    /// sent `notice` (framed as its connection frames events) so that it loads again what it shows.
-    func keepApart(subscriber: UInt64, on eventLoop: any EventLoop, from keptApart: Set<Int64>, notice: ByteBuffer) {
+    /// sent `notice` made for its cursor (framed as its connection frames events) so that it loads again what it shows.
+    func keepApart(subscriber: UInt64, on eventLoop: any EventLoop, from keptApart: Set<Int64>, notice: @escaping @Sendable (UInt64) -> ByteBuffer) {
         let loop = loop(of: eventLoop)
         eventLoop.execute { loop.keepApart(subscriber, from: keptApart, notice: notice) }
     }
@@ -515,12 +515,13 @@ final class LiveChannel: Sendable {
         }
 
         /// From the next event on, one follower is kept apart from `keptApart`; `notice` is written to it now.
-        func keepApart(_ id: UInt64, from keptApart: Set<Int64>, notice: ByteBuffer) {
+        func keepApart(_ id: UInt64, from keptApart: Set<Int64>, notice: (UInt64) -> ByteBuffer) {
             eventLoop.preconditionInEventLoop()
             guard let follower = followers[id] else { return }
             keepingApart += (keptApart.isEmpty ? 0 : 1) - (follower.keptApart.isEmpty ? 0 : 1)
             follower.keptApart = keptApart
-            follower.connection.write(follower.connection.framing?.frame(notice) ?? notice)
+            let payload = notice(follower.cursor)
+            follower.connection.write(follower.connection.framing?.frame(payload) ?? payload)
             follower.connection.flush()
         }
 

@@ -90,8 +90,10 @@ final class LiveStreams: Sendable {
     func keepApart(viewer: Int64, from keptApart: Set<Int64>) {
         let open = viewing.withLockedValue { $0[viewer] ?? [:] }
         for (subscriber, viewed) in open {
-            let notice = TurboStream.reloadFrame(viewed.stream.frame)
-            viewed.channel.keepApart(subscriber: subscriber, on: viewed.eventLoop, from: keptApart, notice: event(notice, id: eventID(viewed.channel.latest)))
+            // At the subscriber's own position, which it has had already: a page applies a reload all the same.
+            viewed.channel.keepApart(subscriber: subscriber, on: viewed.eventLoop, from: keptApart) { cursor in
+                self.reloadEvent(viewed.stream, at: cursor)
+            }
         }
     }
 
