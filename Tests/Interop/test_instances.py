@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, free_port, wait_until
+from conftest import REPO, KeycloakPeer, RunningServer, TaskServer, foyer_binary, free_port, wait_until
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_graphql import post, session_token
 from test_graphql_apollo import ApolloAPQClient
@@ -163,6 +163,63 @@ def test_a_post_created_on_one_instance_is_in_the_others_list_at_once(pair):
         assert time.monotonic() < deadline, "B's list still lacks a post written on A"
         time.sleep(0.01)
     assert body != before
+
+
+def test_a_block_and_a_removal_made_on_one_instance_hold_at_once_on_the_other_cached_reads_included(pair):
+    a, b, _ = pair
+    suffix = time.time_ns()
+    author, reader, moderator = (f"{who}-{suffix}@example.com" for who in ("author", "reader", "moderator"))
+    for email in (author, reader, moderator):
+        add_user(a, email, "a password long enough")
+    made = subprocess.run(
+        [foyer_binary(), "user", "role", moderator, "moderator", "--database", str(a.database)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    tokens = {email: session_token(a, email, "a password long enough") for email in (author, reader, moderator)}
+    made_posts = []
+    for title in ("Kept apart", "Taken down"):
+        status, body, _ = request(a.url + "/api/v1/posts", method="POST", token=tokens[author], body={"title": f"{title} {suffix}", "content": "."})
+        assert status == 201, body
+        made_posts.append(json.loads(body)["id"])
+    blocked_post, removed_post = made_posts
+
+    def on_b(path: str, token: str | None = None) -> tuple[int, object]:
+        status, body, _ = request(b.url + path, token=token)
+        return status, json.loads(body)
+
+    def listed(token: str | None = None) -> list[int]:
+        return [post["id"] for post in on_b("/posts.json?per_page=100", token)[1]]
+
+    def within_a_second(check, what: str):
+        deadline = time.monotonic() + 1
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
+
+    # B keeps both lists and the point read before anything happens.
+    assert blocked_post in listed(tokens[reader]) and blocked_post in listed()
+    assert on_b(f"/api/v1/posts/{blocked_post}", tokens[reader])[0] == 200
+
+    status, body, _ = request(a.url + "/api/v1/blocks", method="POST", token=tokens[reader], body={"user_id": json.loads(
+        request(a.url + f"/api/v1/posts/{blocked_post}")[1])["author"]["id"]})
+    assert status == 201, body
+    within_a_second(lambda: blocked_post not in listed(tokens[reader]), "B still lists the blocked author's post to the blocker")
+    assert on_b(f"/api/v1/posts/{blocked_post}", tokens[reader])[0] == 404
+    assert blocked_post in listed(), "signed out, B lists it still"
+
+    # A report through A, the removal by a moderator through A: B's kept list and point read let the post go.
+    assert on_b(f"/api/v1/posts/{removed_post}")[0] == 200
+    status, body, _ = request(a.url + "/api/v1/reports", method="POST", token=session_token(a), body={"post_id": removed_post, "reason": "spam"})
+    assert status == 201, body
+    report = json.loads(body)["id"]
+    status, body, _ = request(
+        a.url + f"/api/v1/moderation/reports/{report}/actions", method="POST", token=tokens[moderator],
+        body={"action": "remove_post", "note": "Spam."},
+    )
+    assert status == 200, body
+    within_a_second(lambda: removed_post not in listed(), "B still lists the removed post")
+    assert on_b(f"/api/v1/posts/{removed_post}")[0] == 404
 
 
 def test_a_persisted_query_registered_through_one_instance_is_known_to_the_other(pair):

@@ -140,6 +140,10 @@ def test_a_block_made_on_a_profile_keeps_the_two_apart(moderated, browser, tmp_p
         page = context.new_page()
         page.on("dialog", lambda dialog: dialog.accept())
         sign_in(page, moderated, *READER)
+        # The reader's list, open in a second tab before the block: her post leaves it without a reload.
+        open_list = context.new_page()
+        follow(open_list, moderated.url + "/posts")
+        assert open_list.locator(f"#post_{theirs['id']}").count() == 1
         page.goto(f"{moderated.url}/posts/{theirs['id']}")
         page.click(".author-link")
         page.wait_for_url(f"{moderated.url}/users/{theirs['author']['id']}")
@@ -149,6 +153,18 @@ def test_a_block_made_on_a_profile_keeps_the_two_apart(moderated, browser, tmp_p
         page.wait_for_url(moderated.url + "/posts")
         page.locator(".notice", has_text="Blocked").wait_for()
         assert page.locator(f"#post_{theirs['id']}").count() == 0 and page.locator(f"#post_{mine['id']}").count() == 1
+        open_list.locator(f"#post_{theirs['id']}").wait_for(state="detached", timeout=10_000)
+        assert open_list.evaluate("window.neverReloaded") is True
+
+        # Her next post never reaches the reader's open list, while a third person's does.
+        follow(page, moderated.url + "/posts")
+        status, hers = api(moderated, "POST", "/api/v1/posts", author, {"title": "Alice after the block", "content": "Unseen."})
+        assert status == 201
+        status, third = api(moderated, "POST", "/api/v1/posts", token_of(moderated, *MODERATOR), {"title": "Mona's news", "content": "Seen."})
+        assert status == 201
+        for open_page in (page, open_list):
+            open_page.locator(f"#post_{third['id']}").wait_for(timeout=10_000)
+            assert open_page.locator(f"#post_{hers['id']}").count() == 0 and open_page.evaluate("window.neverReloaded") is True
     finally:
         context.close()
     # Both ways: the blocked person, signed in, gets 404 for the blocker's post; signed out, everyone sees both.
