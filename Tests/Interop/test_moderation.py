@@ -1,17 +1,21 @@
 """Moderation as people meet it in Chromium: a report from a post page at phone width, the queue, a removal that
 leaves an open list in another browser without a reload, and the mail each person gets (aiosmtpd); a block made on
 a profile; a provider-less account that must accept the terms before it posts."""
+import asyncio
+import concurrent.futures
 import json
 import os
 import pathlib
 import subprocess
 
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosedError
 
 from conftest import RunningServer, curl_response, foyer_binary, wait_for_page, wait_until
 from test_accounts import SMTPPeer, text_of
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
-from test_live import add_user, follow
+from test_live import RawStream, add_user, follow, get, stream_path
 from test_posts_browser import sign_in
 
 PHONE = {"width": 390, "height": 844}
@@ -197,3 +201,52 @@ def test_an_account_that_has_not_accepted_the_terms_reads_but_posts_only_after_a
         page.locator("main", has_text="help@foyer.test").wait_for()
     finally:
         page.close()
+
+
+def test_a_suspension_ends_the_accounts_stream_and_websocket_and_refuses_it_until_lifted(moderated):
+    abuser = ("sid@foyer.test", "sid's own words")
+    add_user(moderated, *abuser)
+    token = token_of(moderated, *abuser)
+    status, post = api(moderated, "POST", "/api/v1/posts", token, {"title": "Sid's post", "content": "Words."})
+    assert status == 201
+    status, report = api(moderated, "POST", "/api/v1/reports", token_of(moderated, *READER), {"user_id": post["author"]["id"], "reason": "harassment"})
+    assert status == 201
+    _, html = get(moderated.url + "/tasks", headers={"Authorization": f"Bearer {token}"})
+    stream = RawStream(moderated, stream_path(html), headers=[f"Authorization: Bearer {token}"])
+    url = moderated.url.replace("http://", "ws://") + "/graphql"
+
+    async def subscribe_then_suspend():
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as socket_:
+            await socket_.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
+            assert json.loads(await socket_.recv())["type"] == "connection_ack"
+            await socket_.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
+            stream.read_until(b": tasks\n\n")
+            status, outcome = await asyncio.to_thread(
+                api, moderated, "POST", f"/api/v1/moderation/reports/{report['id']}/actions", token_of(moderated, *MODERATOR),
+                {"action": "suspend_user", "note": "Harassing other people."},
+            )
+            assert status == 200, outcome
+            with pytest.raises(ConnectionClosedError):
+                async for _ in socket_:
+                    pass
+            return socket_.close_code
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            close_code = pool.submit(asyncio.run, asyncio.wait_for(subscribe_then_suspend(), 20)).result()
+        assert close_code == 4401
+        assert b"event: signed-out" in stream.read_to_end()
+    finally:
+        stream.close()
+    assert api(moderated, "GET", "/api/v1/me", token)[0] == 401
+    status, _, body = curl_response(
+        moderated.url + "/api/v1/sessions", "-H", "Content-Type: application/json", "--data", json.dumps({"email": abuser[0], "password": abuser[1]}),
+    )
+    assert status == 403 and json.loads(body)["error"] == "account_suspended"
+    assert curl_response(f"{moderated.url}/api/v1/posts/{post['id']}")[0] == 404, "their posts are hidden"
+    status, outcome = api(
+        moderated, "POST", f"/api/v1/moderation/reports/{report['id']}/actions", token_of(moderated, *MODERATOR), {"action": "unsuspend", "note": ""},
+    )
+    assert status == 200, outcome
+    assert token_of(moderated, *abuser)
+    assert curl_response(f"{moderated.url}/api/v1/posts/{post['id']}")[0] == 200
