@@ -231,6 +231,58 @@ import Testing
         }
     }
 
+    /// A report keeps the post's picture as it was: the author deleting the post leaves it with the moderators, who
+    /// alone may see it.
+    @Test(arguments: TestStoreKind.allCases) func aReportKeepsThePicturesPixelsForTheModeratorsAlone(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await TermsTests.addCarol(to: harness)
+        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let created = try await PictureUploadTests().upload(client, token: ada) { body in
+                body.field("title", "With a picture")
+                body.field("alt", "A red corner")
+                body.file("picture", filename: "photo.png", type: "image/png", PictureUploadTests.png)
+            }
+            #expect(created.status == .created, "\(created.text)")
+            let post = created.json()
+            let id = try #require(post["id"] as? Int)
+            let page = try #require(((post["picture"] as? [String: Any])?["url"] as? String).flatMap { URL(string: $0)?.path })
+            let shown = try await client.execute(uri: page, method: .get, headers: [.accept: "image/jpeg"]) { ByteBuffer($0.body.readableBytesView) }
+            let (status, report, _) = try await Self.report(client, token: bob, #"{"post_id": \#(id), "reason": "sexual"}"#)
+            #expect(status == .created)
+            let reportID = try #require(report["id"] as? Int)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .delete, headers: bearer(ada)) { #expect($0.status == .noContent) }
+            try await client.execute(uri: page, method: .get) { #expect($0.status == .notFound, "the post's own picture went with it") }
+
+            let kept = "/moderation/reports/\(reportID)/picture"
+            try await client.execute(uri: kept, method: .get, headers: bearer(carol)) { response in
+                #expect(response.status == .ok && response.headers[.contentType] == "image/jpeg")
+                #expect(response.headers[.cacheControl] == "private, no-store")
+                #expect(ByteBuffer(response.body.readableBytesView) == shown, "the page-size JPEG as it was shown")
+            }
+            for reader in [ada, bob] {
+                try await client.execute(uri: kept, method: .get, headers: bearer(reader)) { #expect($0.status == .forbidden) }
+            }
+            try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(carol)) { response in
+                let reports = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                let keptCopy = try #require(reports.first { $0["id"] as? Int == reportID }?["kept"] as? [String: Any])
+                #expect(keptCopy["picture_url"] as? String == kept && keptCopy["picture_alt"] as? String == "A red corner")
+            }
+            try await client.execute(uri: "/moderation", method: .get, headers: cookieHeader(carol)) { response in
+                #expect(response.text.contains(#"<img class="kept-picture" src="\#(kept)" alt="A red corner""#))
+            }
+            // A report about a post without a picture, or about a person, kept none.
+            let plain = try await Self.post(client, token: ada, title: "Words only")
+            let (_, wordsOnly, _) = try await Self.report(client, token: bob, #"{"post_id": \#(plain), "reason": "spam"}"#)
+            try await client.execute(uri: "/moderation/reports/\(wordsOnly["id"] as? Int ?? 0)/picture", method: .get, headers: bearer(carol)) {
+                #expect($0.status == .notFound)
+            }
+        }
+    }
+
     @Test(arguments: TestStoreKind.allCases) func aPersonMayReportTwentyTimesAnHourAndNotOnceMore(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await harness.test { client in

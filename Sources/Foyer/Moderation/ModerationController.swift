@@ -21,6 +21,7 @@ struct ModerationController {
         let signedIn = router.group(context: SignedInContext.self)
         signedIn.get("/moderation", use: queue)
         signedIn.get("/moderation/audit", use: auditPage)
+        signedIn.get("/moderation/reports/{id}/picture", use: keptPicture)
         signedIn.post("/moderation/reports/{id}/actions", use: actFromForm)
         signedIn.post("/moderation/roles", use: roleFromForm)
         signedIn.get("/api/v1/moderation/reports", use: reportsJSON)
@@ -40,6 +41,8 @@ struct ModerationController {
             let keptTitle: String?
             let keptContent: String?
             let keptPictureAlt: String?
+            /// The picture the report kept, when the post had one.
+            let keptPicturePath: String?
             let state: String?
             let waiting: TimeView
             let reporterCount: Int
@@ -77,7 +80,7 @@ struct ModerationController {
             return QueueView.Entry(
                 reportId: report.id, subject: Self.subject(first), postPath: report.postId.map { "/posts/\($0)" },
                 keptTitle: report.keptTitle, keptContent: report.keptContent.map { String($0.prefix(600)) }, keptPictureAlt: report.keptPictureAlt,
-                state: Self.state(first), waiting: time.view(of: report.createdAt),
+                keptPicturePath: report.keptPictureAlt.map { _ in Self.keptPicturePath(report.id) }, state: Self.state(first), waiting: time.view(of: report.createdAt),
                 reporterCount: reporters,
                 reportedBy: reporters == 0 ? "the watched words" : "\(reporters) \(reporters == 1 ? "person" : "people")",
                 reasons: reasons.map { "\($0.key.label) (\($0.value.count))" }.joined(separator: ", "),
@@ -92,6 +95,20 @@ struct ModerationController {
             roles: ["none", User.Role.moderator.rawValue, User.Role.admin.rawValue].map { QueueView.Choice(value: $0, label: $0) }
         )
         return views.page("moderation/queue", ["title": "Moderation", "queue": view], request: request, context: context)
+    }
+
+    static func keptPicturePath(_ reportId: Int64) -> String { "/moderation/reports/\(reportId)/picture" }
+
+    /// `GET /moderation/reports/{id}/picture`: the picture a report kept of its post, for moderators only, never
+    /// kept by a browser's cache (the post may be gone, and the picture with it).
+    @Sendable func keptPicture(request: Request, context: SignedInContext) async throws -> Response {
+        _ = try Self.requireModerator(context)
+        guard let id = Int64(try context.parameters.require("id")), let kept = try await storage.keptPicture(of: id) else {
+            throw AppError(.notFound, message: "This report kept no picture.")
+        }
+        return Response(
+            status: .ok, headers: [.contentType: kept.contentType, .cacheControl: "private, no-store"], body: .init(byteBuffer: kept.bytes)
+        )
     }
 
     /// Reports about one post, or about one person (not a post of theirs), together, in the order of their oldest.
@@ -228,6 +245,20 @@ struct ModerationController {
             let title: String?
             let content: String?
             let pictureAlt: String?
+            /// `GET` it with the moderator's session; null when the post had no picture.
+            let pictureURL: String?
+
+            enum CodingKeys: String, CodingKey {
+                case title, content, pictureAlt, pictureURL = "picture_url"
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(title, forKey: .title)
+                try container.encode(content, forKey: .content)
+                try container.encode(pictureAlt, forKey: .pictureAlt)
+                try container.encode(pictureURL, forKey: .pictureURL)
+            }
         }
 
         let id: Int64
@@ -257,7 +288,10 @@ struct ModerationController {
             reporter = zip(report.reporterId, record.reporterName).map(Person.init)
             reported = zip(report.userId, record.reportedName).map(Person.init)
             reportedSuspended = record.reportedSuspended
-            kept = Kept(title: report.keptTitle, content: report.keptContent, pictureAlt: report.keptPictureAlt)
+            kept = Kept(
+                title: report.keptTitle, content: report.keptContent, pictureAlt: report.keptPictureAlt,
+                pictureURL: report.keptPictureAlt.map { _ in ModerationController.keptPicturePath(report.id) }
+            )
             (createdAt, resolvedAt) = (report.createdAt, report.resolvedAt)
         }
 

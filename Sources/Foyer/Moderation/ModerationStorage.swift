@@ -7,6 +7,8 @@ protocol ModerationStorage: Sendable {
     /// Oldest first when open, newest first when resolved; at most `limit`.
     func reports(status: Report.Status, limit: Int) async throws -> [ReportRecord]
     func report(id: Int64) async throws -> Report?
+    /// The picture a report kept of its post, as it was then; nil when the post had none.
+    func keptPicture(of reportId: Int64) async throws -> (contentType: String, bytes: ByteBuffer)?
     /// Does `request` with everything it writes (its effect, the reports it closes, the log line, the mail) in one
     /// transaction; nil when its target is gone (a post deleted since, an account deleted since).
     func act(_ request: ModerationRequest, now: Date, mails: @escaping ModerationMails) async throws -> ModerationOutcome?
@@ -84,6 +86,14 @@ struct SQLiteModerationStorage: ModerationStorage {
 
     func report(id: Int64) async throws -> Report? {
         try database.readNow { db in try Row.fetchOne(db, sql: "SELECT * FROM reports WHERE id = ?", arguments: [id]).map(SQLiteReportStorage.report) }
+    }
+
+    func keptPicture(of reportId: Int64) async throws -> (contentType: String, bytes: ByteBuffer)? {
+        try database.readNow { db in
+            try Row.fetchOne(db, sql: "SELECT content_type, bytes FROM report_pictures WHERE report_id = ?", arguments: [reportId]).map {
+                ($0["content_type"], ByteBuffer(data: $0["bytes"]))
+            }
+        }
     }
 
     func act(_ request: ModerationRequest, now: Date, mails: @escaping ModerationMails) async throws -> ModerationOutcome? {
@@ -202,6 +212,10 @@ struct PostgresModerationStorage: ModerationStorage {
 
     func report(id: Int64) async throws -> Report? {
         try await store.query("SELECT * FROM reports WHERE id = \(id)").first.map { try PostgresReportStorage.report($0.makeRandomAccess()) }
+    }
+
+    func keptPicture(of reportId: Int64) async throws -> (contentType: String, bytes: ByteBuffer)? {
+        try await store.query("SELECT content_type, bytes FROM report_pictures WHERE report_id = \(reportId)").first?.decode((String, ByteBuffer).self)
     }
 
     func act(_ request: ModerationRequest, now: Date, mails: @escaping ModerationMails) async throws -> ModerationOutcome? {

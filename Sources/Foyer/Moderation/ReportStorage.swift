@@ -27,6 +27,14 @@ extension Store {
 
 /// The SQL both stores run, so they cannot differ in what they count as the same report.
 enum ReportRows {
+    /// Copies the reported post's picture (its page-size JPEG, what every client can show) beside the report: an
+    /// edit or a deletion afterwards takes nothing from what the moderators see. Arguments: the report, the post
+    /// (numbered, which SQLite reads as its first and second parameters too).
+    static let keepPicture = """
+        INSERT INTO report_pictures (report_id, content_type, bytes)
+        SELECT $1, 'image/jpeg', picture_files.bytes FROM picture_files JOIN pictures ON pictures.id = picture_files.picture_id
+        WHERE pictures.post_id = $2 AND picture_files.variant = 'page' AND picture_files.encoding = 'jpeg'
+        """
 
     /// "the post “Title” by Name" or "the account of Name": how the mail names what was reported.
     static func describe(_ target: Report.Target, title: String?, name: String) -> String {
@@ -100,6 +108,9 @@ struct SQLiteReportStorage: ReportStorage {
             ])
         var stored = report
         stored.id = db.lastInsertedRowID
+        if let postId = report.postId {
+            try db.execute(sql: ReportRows.keepPicture, arguments: [stored.id, postId])
+        }
         let moderators = try User.fetchAll(db, sql: "SELECT * FROM users WHERE role IS NOT NULL ORDER BY id")
         for mail in mails(stored, reported, moderators) { try MailOutboxRows.insert(mail, into: db, now: report.createdAt) }
         return stored
@@ -188,6 +199,12 @@ struct PostgresReportStorage: ReportStorage {
             VALUES (\(report.reporterId), \(report.postId), \(report.userId), \(report.reason.rawValue), \(report.comment), \(report.keptTitle),
             \(report.keptContent), \(report.keptPictureAlt), \(report.createdAt)) RETURNING id
             """, logger: logger)[0].decode(Int64.self)
+        if let postId = report.postId {
+            var bindings = PostgresBindings()
+            bindings.append(stored.id)
+            bindings.append(postId)
+            _ = try await connection.run(PostgresQuery(unsafeSQL: ReportRows.keepPicture, binds: bindings), logger: logger)
+        }
         let moderators = try await connection.run("SELECT * FROM users WHERE role IS NOT NULL ORDER BY id", logger: logger).map {
             try PostgresUsers.user($0.makeRandomAccess())
         }

@@ -322,6 +322,13 @@ extension SQLiteStore {
         migrator.registerMigration("v23: whose words a live event carries, so a block keeps them from open pages") { db in
             try db.alter(table: "live_events") { t in t.add(column: "author_id", .integer) }
         }
+        migrator.registerMigration("v24: the picture a report kept, as it was when reported") { db in
+            try db.create(table: "report_pictures") { t in
+                t.primaryKey("report_id", .integer).references("reports", onDelete: .cascade)
+                t.column("content_type", .text).notNull()
+                t.column("bytes", .blob).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -640,6 +647,15 @@ extension PostgresMigrations {
         ]),
         ("16: whose words a live event carries, so a block keeps them from open pages (SQLite's v23)", [
             "ALTER TABLE live_events ADD COLUMN author_id BIGINT",
+        ]),
+        ("17: the picture a report kept, as it was when reported (SQLite's v24)", [
+            """
+            CREATE TABLE report_pictures (
+                report_id BIGINT PRIMARY KEY REFERENCES reports ON DELETE CASCADE,
+                content_type TEXT NOT NULL,
+                bytes BYTEA NOT NULL
+            )
+            """,
         ]),
     ]
 }
