@@ -489,7 +489,7 @@ import Testing
                 uri: "/api/v1/moderation/roles", method: .post, headers: Self.json(ada), body: ByteBuffer(json: #"{"email": "bob@example.com", "role": "king"}"#)
             ) { #expect($0.status == .unprocessableContent) }
             try await client.execute(uri: "/api/v1/moderation/roles", method: .post, headers: Self.json(ada), body: body) { response in
-                #expect(response.status == .ok && response.json()["role"] as? String == "moderator")
+                #expect(response.status == .ok && response.json()["role"] as? String == "moderator" && response.json()["id"] as? Int == 2)
             }
             let (bob, _) = try await signIn(client, as: .bob)
             try await client.execute(uri: "/api/v1/moderation/reports", method: .get, headers: bearer(bob)) { #expect($0.status == .ok) }

@@ -392,10 +392,17 @@ struct ModerationController {
         }
     }
 
+    /// The person whose role changed (`none`: no role), as `/api/v1/me` names roles.
+    struct RoleJSON: Encodable {
+        let id: Int64
+        let name: String
+        let role: String
+    }
+
     @Sendable func roleFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
         let user = try await setRole(try await request.decodeBody(as: RoleBody.self), admin: context)
-        return .json(["id": "\(user.id ?? 0)", "name": user.name, "role": user.role?.rawValue ?? "none"])
+        return .json(RoleJSON(id: user.id ?? 0, name: user.name, role: user.role?.rawValue ?? "none"))
     }
 
     @Sendable func roleFromForm(request: Request, context: SignedInContext) async throws -> Response {
