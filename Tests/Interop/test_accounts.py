@@ -298,6 +298,28 @@ def test_the_export_holds_the_account_its_sessions_and_posts(accounts_server):
     assert len(export["sessions"]) == 1 and export["sessions"][0]["ip_address"] == "127.0.0.1"
 
 
+def socket_close_code_after(server, token: str, stream: RawStream, act) -> int:
+    """Subscribes over graphql-transport-ws as `token`'s session, waits until `stream` (a task stream of the same
+    session) is open, runs `act` (blocking, on a thread of its own), and gives the code the server then closed the
+    socket with."""
+    url = server.url.replace("http://", "ws://") + "/graphql"
+
+    async def subscribe_then_act():
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as socket_:
+            await socket_.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
+            assert json.loads(await socket_.recv())["type"] == "connection_ack"
+            await socket_.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
+            stream.read_until(b": tasks\n\n")
+            await asyncio.to_thread(act)
+            with pytest.raises(ConnectionClosedError):
+                async for _ in socket_:
+                    pass
+            return socket_.close_code
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, asyncio.wait_for(subscribe_then_act(), 20)).result()
+
+
 def test_deleting_an_account_ends_its_stream_and_websocket_and_removes_its_posts_and_device(accounts_server, smtp, ups):  # noqa: F811
     _, headers, body = sign_up(accounts_server, "Leaver", "leaver@example.com", "time for me to go")
     token = headers["x-session-token"]
@@ -308,30 +330,18 @@ def test_deleting_an_account_ends_its_stream_and_websocket_and_removes_its_posts
     assert status == 201
     _, html = get(accounts_server.url + "/tasks", headers={"Authorization": f"Bearer {token}"})
     stream = RawStream(accounts_server, stream_path(html), headers=[f"Authorization: Bearer {token}"])
-    url = accounts_server.url.replace("http://", "ws://") + "/graphql"
 
-    async def subscribe_then_delete():
-        async with connect(url, subprotocols=["graphql-transport-ws"]) as socket_:
-            await socket_.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
-            assert json.loads(await socket_.recv())["type"] == "connection_ack"
-            await socket_.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": "subscription { taskAdded { id } }"}}))
-            stream.read_until(b": tasks\n\n")
-            assert await asyncio.to_thread(curl_json, accounts_server, "DELETE", "/api/v1/me", token, {"password": "wrong"}) == (
-                422, {"error": "Password is incorrect", "errors": {"password": ["is incorrect"]}})
-            status, headers, _ = await asyncio.to_thread(
-                curl_response, accounts_server.url + "/api/v1/me", "-X", "DELETE", "-H", f"Authorization: Bearer {token}",
-                "-H", "Content-Type: application/json", "--data", json.dumps({"password": "time for me to go"}),
-            )
-            assert status == 204 and headers["clear-site-data"] == '"cache", "storage"'
-            with pytest.raises(ConnectionClosedError):
-                async for _ in socket_:
-                    pass
-            return socket_.close_code
+    def delete():
+        assert curl_json(accounts_server, "DELETE", "/api/v1/me", token, {"password": "wrong"}) == (
+            422, {"error": "Password is incorrect", "errors": {"password": ["is incorrect"]}})
+        status, headers, _ = curl_response(
+            accounts_server.url + "/api/v1/me", "-X", "DELETE", "-H", f"Authorization: Bearer {token}",
+            "-H", "Content-Type: application/json", "--data", json.dumps({"password": "time for me to go"}),
+        )
+        assert status == 204 and headers["clear-site-data"] == '"cache", "storage"'
 
     try:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            close_code = pool.submit(asyncio.run, asyncio.wait_for(subscribe_then_delete(), 20)).result()
-        assert close_code == 4401
+        assert socket_close_code_after(accounts_server, token, stream, delete) == 4401
         assert b"event: signed-out" in stream.read_to_end()
     finally:
         stream.close()
