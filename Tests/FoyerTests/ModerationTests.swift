@@ -11,11 +11,13 @@ import Testing
 @Suite struct TermsTests {
     static let carol = TestUser(email: "carol@example.com", password: "carol's own words")
 
-    /// Carol's account as a provider makes one: she never accepted the terms.
-    static func addCarol(to harness: TestHarness) async throws {
+    /// Carol's account as a provider makes one: she never accepted the terms. `role`: the queue's tests make her a
+    /// moderator.
+    static func addCarol(to harness: TestHarness, as role: User.Role? = nil) async throws {
         let users = UserRepository(store: harness.store, passwordHashCost: 4)
         let hash = try await users.passwords.hash(carol.password)
         _ = try await harness.store.userStorage.insert(User(email: carol.email, name: "Carol", passwordHash: hash, createdAt: Date()))
+        if let role { _ = try await users.setRole(role, email: carol.email) }
     }
 
     static let newPost = ByteBuffer(json: #"{"title": "Hello", "content": "First words"}"#)
@@ -184,8 +186,7 @@ import Testing
     @Test(arguments: TestStoreKind.allCases) func aReportIsFiledOnceKeepsWhatWasReportedAndTellsTheModerators(kind: TestStoreKind) async throws {
         let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
         let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (bob, _) = try await signIn(client, as: .bob)
@@ -235,8 +236,7 @@ import Testing
     /// alone may see it.
     @Test(arguments: TestStoreKind.allCases) func aReportKeepsThePicturesPixelsForTheModeratorsAlone(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (bob, _) = try await signIn(client, as: .bob)
@@ -354,8 +354,7 @@ import Testing
     @Test(arguments: TestStoreKind.allCases) func aRemovedPostIsGoneForAllButItsAuthorAndModeratorsUntilRestored(kind: TestStoreKind) async throws {
         let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
         let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (bob, _) = try await signIn(client, as: .bob)
@@ -420,8 +419,7 @@ import Testing
 
     @Test(arguments: TestStoreKind.allCases) func aSuspendedAccountIsSignedOutRefusedAndItsPostsHiddenUntilReinstated(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (bob, _) = try await signIn(client, as: .bob)
@@ -450,8 +448,7 @@ import Testing
 
     @Test(arguments: TestStoreKind.allCases) func aRemovedPostIsDeletedAfterThirtyDaysAndCannotBeRestoredThen(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         let (id, report) = try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (carol, _) = try await signIn(client, as: TermsTests.carol)
@@ -673,8 +670,7 @@ import Testing
         let file = folder.appendingPathComponent("words.txt")
         try "block: spamword\nreview: miracle\n".write(to: file, atomically: true, encoding: .utf8)
         let harness = try await TestHarness(kind) { $0.moderation.watchedWordsFile = file.path }
-        try await TermsTests.addCarol(to: harness)
-        _ = try await UserRepository(store: harness.store).setRole(.moderator, email: TermsTests.carol.email)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
         try await harness.test { client in
             let (ada, _) = try await signIn(client, as: .ada)
             let (bob, _) = try await signIn(client, as: .bob)
