@@ -351,6 +351,42 @@ import Testing
         }
     }
 
+    /// A removed post's picture goes with it: its URL answers 404 to everyone but the author and moderators (served
+    /// to them uncached), even to a reader who fetched it before, until the post is restored.
+    @Test(arguments: TestStoreKind.allCases) func aRemovedPostsPictureIsServedToItsAuthorAndModeratorsAlone(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            let created = try await PictureUploadTests().upload(client, token: ada) { body in
+                body.field("title", "Shown, then taken down")
+                body.file("picture", filename: "photo.png", type: "image/png", PictureUploadTests.png)
+            }
+            let post = created.json()
+            let id = try #require(post["id"] as? Int)
+            let thumbnail = try #require(((post["picture"] as? [String: Any])?["thumbnail_url"] as? String).flatMap { URL(string: $0)?.path })
+            // Read (and kept in memory) while the post is shown.
+            try await client.execute(uri: thumbnail, method: .get) { response in
+                #expect(response.status == .ok && response.headers[.cacheControl] == "public, max-age=31536000, immutable")
+            }
+            let (_, report, _) = try await ReportsTests.report(client, token: bob, #"{"post_id": \#(id), "reason": "sexual"}"#)
+            let reportID = try #require(report["id"] as? Int)
+            #expect(try await Self.act(client, token: carol, report: reportID, #"{"action": "remove_post", "note": "Not here."}"#).0 == .ok)
+            for reader in [nil, bob] {
+                try await client.execute(uri: thumbnail, method: .get, headers: reader.map(bearer) ?? [:]) { #expect($0.status == .notFound) }
+            }
+            for allowed in [ada, carol] {
+                try await client.execute(uri: thumbnail, method: .get, headers: bearer(allowed)) { response in
+                    #expect(response.status == .ok && response.headers[.cacheControl] == "private, no-store")
+                }
+            }
+            #expect(try await Self.act(client, token: carol, report: reportID, #"{"action": "restore", "note": ""}"#).0 == .ok)
+            try await client.execute(uri: thumbnail, method: .get) { #expect($0.status == .ok) }
+        }
+    }
+
     @Test(arguments: TestStoreKind.allCases) func aRemovedPostIsGoneForAllButItsAuthorAndModeratorsUntilRestored(kind: TestStoreKind) async throws {
         let mailFolder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-mail-\(UUID())").path
         let harness = try await TestHarness(kind) { $0.mail.folder = mailFolder }

@@ -7,7 +7,25 @@ import PostgresNIO
 /// Pictures' rows: written in the transaction of the post they belong to (`PostStorage`), and read back one file
 /// at a time to serve. Deleting a post deletes its picture by the foreign key (and an account its posts).
 protocol PictureStorage: Sendable {
-    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> ByteBuffer?
+    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> StoredPictureFile?
+}
+
+/// A variant's bytes, and who may see them: everyone, or (`hidden`: its post was removed or held by a moderator,
+/// or its author suspended) only the post's author and moderators.
+struct StoredPictureFile: Sendable {
+    let bytes: ByteBuffer
+    let authorId: Int64
+    let hidden: Bool
+
+    /// Both stores read a file with its post's state in one statement (SQLite's `?`, PostgreSQL's `$n`).
+    static func select(_ parameters: (String, String, String)) -> String {
+        """
+        SELECT picture_files.bytes, posts.author_id, (posts.hidden IS NOT NULL OR users.suspended_at IS NOT NULL) AS hidden
+        FROM picture_files JOIN pictures ON pictures.id = picture_files.picture_id JOIN posts ON posts.id = pictures.post_id
+        JOIN users ON users.id = posts.author_id
+        WHERE picture_files.picture_id = \(parameters.0) AND picture_files.variant = \(parameters.1) AND picture_files.encoding = \(parameters.2)
+        """
+    }
 }
 
 extension Store {
@@ -27,10 +45,12 @@ enum PictureColumns {
 struct SQLitePictureStorage: PictureStorage {
     let database: any DatabaseWriter
 
-    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> ByteBuffer? {
+    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> StoredPictureFile? {
         try database.readStatementNow { db in
-            let statement = try db.cachedStatement(sql: "SELECT bytes FROM picture_files WHERE picture_id = ? AND variant = ? AND encoding = ?")
-            return try Data.fetchOne(statement, arguments: [id, variant.rawValue, encoding.rawValue]).map { ByteBuffer(data: $0) }
+            let statement = try db.cachedStatement(sql: StoredPictureFile.select(("?", "?", "?")))
+            return try Row.fetchOne(statement, arguments: [id, variant.rawValue, encoding.rawValue]).map {
+                StoredPictureFile(bytes: ByteBuffer(data: $0["bytes"]), authorId: $0["author_id"], hidden: $0["hidden"])
+            }
         }
     }
 
@@ -71,10 +91,15 @@ struct SQLitePictureStorage: PictureStorage {
 struct PostgresPictureStorage: PictureStorage {
     let store: PostgresStore
 
-    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> ByteBuffer? {
-        try await store.query("""
-            SELECT bytes FROM picture_files WHERE picture_id = \(id) AND variant = \(variant.rawValue) AND encoding = \(encoding.rawValue)
-            """).first?.decode(ByteBuffer.self)
+    func file(id: String, variant: Picture.Variant, encoding: Picture.Encoding) async throws -> StoredPictureFile? {
+        var bindings = PostgresBindings()
+        bindings.append(id)
+        bindings.append(variant.rawValue)
+        bindings.append(encoding.rawValue)
+        return try await store.query(PostgresQuery(unsafeSQL: StoredPictureFile.select(("$1", "$2", "$3")), binds: bindings)).first.map {
+            let (bytes, authorId, hidden) = try $0.decode((ByteBuffer, Int64, Bool).self)
+            return StoredPictureFile(bytes: bytes, authorId: authorId, hidden: hidden)
+        }
     }
 
     static func picture(in row: PostgresRandomAccessRow) throws -> Picture? {

@@ -3,7 +3,9 @@ import Hummingbird
 
 /// `GET /pictures/{id}/{page|thumbnail}`: a post's picture, served like an asset. The URL never names other bytes
 /// (a new picture gets a new id), so caches may keep it for a year; WebP goes to clients that take it, JPEG to
-/// the rest, and `Vary: Accept` tells caches so. A deleted post's pictures answer `404`.
+/// the rest, and `Vary: Accept` tells caches so. A deleted post's pictures answer `404`, and so do those of a post a
+/// moderator removed or holds (or whose author is suspended) to all but its author and moderators, who are served them
+/// `private, no-store`.
 struct PicturesController {
     let storage: any PictureStorage
     /// Posts' write counter: a picture kept in memory serves only until any post changes (a deleted post's
@@ -20,7 +22,7 @@ struct PicturesController {
 
     struct KeptFile: Sendable {
         let generation: Int
-        let bytes: ByteBuffer
+        let file: StoredPictureFile
     }
 
     func addRoutes(to router: FoyerRouter) {
@@ -38,7 +40,12 @@ struct PicturesController {
         // `nosniff` comes with every answer (SecurityHeaders).
         var headers: HTTPFields = [.cacheControl: "public, max-age=31536000, immutable", .eTag: etag, .vary: "Accept"]
         // Read even for a 304: a deleted picture must not be confirmed to a cache.
-        guard let bytes = try await file(FileKey(id: id, variant: variant, encoding: encoding)) else { throw notFound }
+        guard let file = try await file(FileKey(id: id, variant: variant, encoding: encoding)) else { throw notFound }
+        if file.hidden {
+            guard let caller = context.identity, caller.userId == file.authorId || caller.user.moderates else { throw notFound }
+            headers[.cacheControl] = "private, no-store"
+        }
+        let bytes = file.bytes
         if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: etag) {
             return Response(status: .notModified, headers: headers)
         }
@@ -47,11 +54,11 @@ struct PicturesController {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: bytes))
     }
 
-    private func file(_ key: FileKey) async throws -> ByteBuffer? {
+    private func file(_ key: FileKey) async throws -> StoredPictureFile? {
         let current = generation.current  // read first: a write meanwhile leaves what is kept stale at once
-        if let file = kept.value(for: key), file.generation == current { return file.bytes }
-        guard let bytes = try await storage.file(id: key.id, variant: key.variant, encoding: key.encoding) else { return nil }
-        kept.keep(KeptFile(generation: current, bytes: bytes), for: key, cost: bytes.readableBytes)
-        return bytes
+        if let kept = kept.value(for: key), kept.generation == current { return kept.file }
+        guard let file = try await storage.file(id: key.id, variant: key.variant, encoding: key.encoding) else { return nil }
+        kept.keep(KeptFile(generation: current, file: file), for: key, cost: file.bytes.readableBytes)
+        return file
     }
 }
