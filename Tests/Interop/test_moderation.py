@@ -12,6 +12,7 @@ from conftest import RunningServer, curl_response, foyer_binary, wait_for_page
 from test_accounts import SMTPPeer, socket_close_code_after, text_of
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from test_live import RawStream, add_user, follow, get, stream_path
+from test_pictures import camera_jpeg, upload
 from test_posts_browser import sign_in
 
 PHONE = {"width": 390, "height": 844}
@@ -67,7 +68,9 @@ def screenshots(tmp_path) -> pathlib.Path:
 def test_a_report_from_a_phone_reaches_the_queue_and_the_removal_leaves_an_open_list(moderated, plain_smtp, browser, tmp_path):  # noqa: F811
     shots = screenshots(tmp_path)
     author = token_of(moderated, *AUTHOR)
-    status, post = api(moderated, "POST", "/api/v1/posts", author, {"title": "Cheap pills, no prescription", "content": "Message me."})
+    photo = tmp_path / "pills.jpg"
+    photo.write_bytes(camera_jpeg())
+    status, post = upload(moderated.url, author, photo, "Cheap pills, no prescription", alt="A box of pills")
     assert status == 201, post
 
     watcher_context = browser.new_context()
@@ -102,6 +105,10 @@ def test_a_report_from_a_phone_reaches_the_queue_and_the_removal_leaves_an_open_
         entry = moderator.locator(".queue-entry").first
         entry.wait_for()
         assert "Cheap pills, no prescription" in entry.inner_text() and "by 1 person" in entry.inner_text()
+        # The picture the report kept, shown from the report's own copy.
+        kept = entry.locator("img.kept-picture")
+        wait_for_page(moderator, "document.querySelector('img.kept-picture')?.naturalWidth > 0")
+        assert kept.get_attribute("alt") == "A box of pills"
         moderator.screenshot(path=str(shots / "moderation-queue-390.png"), full_page=True)
         entry.locator("textarea[name=note]").fill("Selling medicine breaks the terms.")
         entry.locator("button[value=remove_post]").click()
