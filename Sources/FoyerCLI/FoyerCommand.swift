@@ -70,6 +70,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Moderation") var moderation: ModerationOptions
 
+    @OptionGroup(title: "Posts") var posts: PostsOptions
+
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
 
@@ -319,6 +321,7 @@ struct Serve: AsyncParsableCommand {
         config.deploy = try deploy.settings(environment: environment)
         config.https = try https.settings(environment: environment)
         config.moderation = try moderation.settings(environment: environment)
+        config.posts = posts.settings(environment: environment)
         // Served over HTTPS, cookies are Secure (they are also when a balancer says it terminated TLS).
         if config.https.isOn { config.secureCookies = true }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }

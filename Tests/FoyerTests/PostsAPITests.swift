@@ -25,7 +25,7 @@ import Testing
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType] == "application/json; charset=utf-8")
                 let post = try #require(posts.first)
-                #expect(Set(post.keys) == ["id", "title", "content", "created_at", "updated_at", "url", "author", "picture"])
+                #expect(Set(post.keys) == ["id", "title", "content", "created_at", "updated_at", "version", "url", "author", "picture"])
                 #expect(post["picture"] is NSNull, "null, not absent, for a post without one")
                 #expect(post["id"] as? Int == id)
                 #expect(post["title"] as? String == "Shaped")

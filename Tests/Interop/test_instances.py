@@ -88,8 +88,8 @@ http {{
         self.process.wait(timeout=10)
 
 
-def request(url: str, method: str = "GET", token: str | None = None, body: dict | None = None) -> tuple[int, bytes, dict]:
-    headers = {"Accept": "application/json"}
+def request(url: str, method: str = "GET", token: str | None = None, body: dict | None = None, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    headers = {"Accept": "application/json", **(headers or {})}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
@@ -220,6 +220,27 @@ def test_a_block_and_a_removal_made_on_one_instance_hold_at_once_on_the_other_ca
     assert status == 200, body
     within_a_second(lambda: removed_post not in listed(), "B still lists the removed post")
     assert on_b(f"/api/v1/posts/{removed_post}")[0] == 404
+
+
+def test_twenty_writes_from_one_read_spread_over_both_instances_land_once(pair):
+    a, b, _ = pair
+    token = session_token(a)
+    status, body, headers = request(a.url + "/api/v1/posts", method="POST", token=token, body={"title": "Raced", "content": "."})
+    assert status == 201 and headers["ETag"] == '"1"', body
+    post_id = json.loads(body)["id"]
+
+    def put(number: int) -> int:
+        instance = (a, b)[number % 2]
+        return request(
+            f"{instance.url}/api/v1/posts/{post_id}", method="PUT", token=token, body={"title": f"Writer {number}"}, headers={"If-Match": '"1"'},
+        )[0]
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        statuses = list(pool.map(put, range(20)))
+    assert sorted(statuses) == [200] + [412] * 19, statuses
+    for instance in (a, b):
+        status, body, headers = request(f"{instance.url}/api/v1/posts/{post_id}")
+        assert json.loads(body)["version"] == 2 and headers["ETag"] == '"2"'
 
 
 def test_a_persisted_query_registered_through_one_instance_is_known_to_the_other(pair):

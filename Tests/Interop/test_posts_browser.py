@@ -1,6 +1,12 @@
 """Chromium writes, edits and fails to save a post through the pages, with Turbo Drive doing the navigation."""
+import json
+import os
+import pathlib
+import urllib.request
+
 from conftest import DEMO_EMAIL, DEMO_PASSWORD, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_graphql import session_token
 
 
 def sign_in(page, server, email: str = DEMO_EMAIL, password: str = DEMO_PASSWORD):
@@ -60,3 +66,46 @@ def test_create_see_in_list_edit_and_invalid_form(server, browser):  # noqa: F81
     assert "Title can't be blank" in page.locator("#error-explanation").inner_text()
     assert page.locator("input[name=title]").get_attribute("aria-invalid") == "true"
     page.close()
+
+
+def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(server, browser, tmp_path):  # noqa: F811
+    """The author on a laptop and on a phone edits the same field from the same read: the second save shows both
+    versions, keeps what was typed, and lands when saved again; the first device's words are never lost unseen."""
+    token = session_token(server)
+    request = urllib.request.Request(
+        server.url + "/api/v1/posts", method="POST", data=json.dumps({"title": "Shared plans", "content": "Meet at noon."}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        created = json.load(response)
+    edit_url = f"{server.url}/posts/{created['id']}/edit"
+    laptop_context = browser.new_context()
+    phone_context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        laptop, phone = laptop_context.new_page(), phone_context.new_page()
+        for page in (laptop, phone):
+            sign_in(page, server)
+            page.goto(edit_url)
+            page.locator("textarea[name=content]").wait_for()
+        laptop.fill("textarea[name=content]", "Meet at one, on the laptop.")
+        laptop.click("main button[type=submit]")
+        laptop.locator("article.post .post-content", has_text="Meet at one, on the laptop.").wait_for()
+
+        phone.fill("textarea[name=content]", "Meet at two, typed on the phone.")
+        with phone.expect_response(lambda response: response.request.method == "POST") as submitted:
+            phone.click("main button[type=submit]")
+        assert submitted.value.status == 409
+        phone.locator("h1", has_text="Someone changed this post").wait_for()
+        assert "Meet at one, on the laptop." in phone.locator("#server-version").inner_text()
+        assert "Meet at two, typed on the phone." in phone.locator("#my-version").inner_text()
+        assert phone.input_value("textarea[name=content]") == "Meet at two, typed on the phone."
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390, "nothing wider than the phone"
+        shots = pathlib.Path(os.environ.get("FOYER_SCREENSHOTS") or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        phone.screenshot(path=str(shots / "post-conflict-390.png"), full_page=True)
+
+        phone.click("main button[type=submit]")
+        phone.locator("article.post .post-content", has_text="Meet at two, typed on the phone.").wait_for()
+    finally:
+        laptop_context.close()
+        phone_context.close()

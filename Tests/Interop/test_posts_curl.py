@@ -2,7 +2,7 @@
 import json
 
 from test_curl import curl, headers_and_body
-from conftest import DEMO_EMAIL, DEMO_PASSWORD
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer
 
 
 def test_posts_crud_with_the_session_token(server):
@@ -45,3 +45,53 @@ def test_posts_crud_with_the_session_token(server):
     assert headers_and_body(deleted.stdout)[0] == 204
     gone = curl("--include", f"{server.url}/posts/{post['id']}.json")
     assert headers_and_body(gone.stdout)[0] == 404
+
+
+def signed_in_curl(server) -> list[str]:
+    signed_in = curl("--include", "-H", "Content-Type: application/json",
+                     "-d", json.dumps({"email": DEMO_EMAIL, "password": DEMO_PASSWORD}), server.url + "/api/v1/sessions")
+    token = headers_and_body(signed_in.stdout)[1]["x-session-token"][0]
+    return ["-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json"]
+
+
+def write(server, auth, post_id: int, fields: dict | None, *extra: str, method: str = "PATCH") -> tuple[int, dict, dict]:
+    body = ["-d", json.dumps(fields)] if fields is not None else []
+    answer = curl("--include", "-X", method, *auth, *extra, *body, f"{server.url}/api/v1/posts/{post_id}")
+    status, headers, body = headers_and_body(answer.stdout)
+    return status, headers, json.loads(body) if body.strip() else {}
+
+
+def test_if_match_stale_current_any_and_missing_as_curl_sends_them(server):
+    auth = signed_in_curl(server)
+    created = curl("--include", *auth, "-d", json.dumps({"title": "Versioned", "content": "One"}), server.url + "/api/v1/posts")
+    status, headers, body = headers_and_body(created.stdout)
+    post = json.loads(body)
+    assert status == 201 and post["version"] == 1 and headers["etag"] == ['"1"']
+    read = headers_and_body(curl("--include", f"{server.url}/api/v1/posts/{post['id']}").stdout)
+    assert read[1]["etag"] == ['"1"']
+    assert headers_and_body(curl("--include", "-H", 'If-None-Match: "1"', f"{server.url}/api/v1/posts/{post['id']}").stdout)[0] == 304
+
+    status, headers, current = write(server, auth, post["id"], {"title": "Current"}, "-H", 'If-Match: "1"')
+    assert status == 200 and current["version"] == 2 and headers["etag"] == ['"2"']
+    status, headers, stale = write(server, auth, post["id"], {"title": "Stale"}, "-H", 'If-Match: "1"')
+    assert status == 412 and headers["content-type"] == ["application/problem+json"] and headers["etag"] == ['"2"']
+    assert stale["post"]["title"] == "Current" and stale["conflicting_fields"] == ["title"]
+    status, _, forced = write(server, auth, post["id"], {"title": "Forced"}, "-H", "If-Match: *", method="PUT")
+    assert status == 200 and forced["version"] == 3
+    status, _, bare = write(server, auth, post["id"], {"content": "No precondition"})
+    assert status == 200 and bare["version"] == 4 and bare["title"] == "Forced"
+    assert write(server, auth, post["id"], None, "-H", 'If-Match: "3"', method="DELETE")[0] == 412
+    assert write(server, auth, post["id"], None, "-H", 'If-Match: "4"', method="DELETE")[0] == 204
+
+
+def test_a_server_that_requires_preconditions_refuses_a_write_without_one(tmp_path):
+    running = RunningServer(tmp_path, extra_args=["--require-preconditions"])
+    try:
+        auth = signed_in_curl(running)
+        created = curl("--include", *auth, "-d", json.dumps({"title": "Guarded"}), running.url + "/api/v1/posts")
+        post = json.loads(headers_and_body(created.stdout)[2])
+        status, _, refused = write(running, auth, post["id"], {"title": "No version"})
+        assert status == 428 and "If-Match" in refused["error"]
+        assert write(running, auth, post["id"], {"title": "Named"}, "-H", 'If-Match: "1"')[0] == 200
+    finally:
+        running.stop()

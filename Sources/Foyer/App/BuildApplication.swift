@@ -115,7 +115,7 @@ func buildRouter(
     accounts.addRoutes(to: router, signIn: signIn.signIn, views: views, posts: posts.posts)
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     moderation.addRoutes(to: router, views: views, signIn: signIn.signIn, posts: posts.posts)
-    posts.addRoutes(to: router, views: views, streams: app.streams)
+    posts.addRoutes(to: router, views: views, streams: app.streams, config: config, metrics: app.metrics)
     LiveStreamController(streams: app.streams, metrics: app.metrics, holds: sessions.holds, blocks: moderation.blocks).addRoutes(to: router)
     push.addRoutes(to: router)
     tasks.addRoutes(to: router, views: views, streams: app.streams)

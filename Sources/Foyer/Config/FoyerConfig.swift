@@ -122,6 +122,8 @@ public struct FoyerConfig: Sendable {
     public var https = HTTPSSettings()
     /// The terms people accept before posting, and the operator's address (`Moderation/ModerationOptions`).
     public var moderation = ModerationSettings()
+    /// Whether writes to posts must name the version they change (`Posts/PostsOptions`).
+    public var posts = PostsSettings()
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

@@ -85,6 +85,7 @@ public final class FoyerMetrics: Sendable {
     let moderationOpenReports: Gauge
     let moderationOldestOpenReportAge: Gauge
     private let moderationActions: [ModerationAction: Counter]
+    private let writeConflicts: [WriteConflictOutcome: Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -132,6 +133,10 @@ public final class FoyerMetrics: Sendable {
         let moderationAction = name("moderation_actions", "total", "Actions moderators took, by action")
         moderationActions = Dictionary(uniqueKeysWithValues: ModerationAction.allCases.map {
             ($0, registry.makeCounter(descriptor: moderationAction, labels: [("action", $0.rawValue)]))
+        })
+        let writeConflict = name("write_conflicts", "total", "Writes to posts by how their version precondition went (refused: stale, nothing written)")
+        writeConflicts = Dictionary(uniqueKeysWithValues: WriteConflictOutcome.allCases.map {
+            ($0, registry.makeCounter(descriptor: writeConflict, labels: [("resource", "post"), ("outcome", $0.rawValue)]))
         })
         openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
@@ -221,6 +226,7 @@ public final class FoyerMetrics: Sendable {
 
     func mail(_ outcome: MailOutcome) { mails[outcome]?.increment() }
     func moderation(_ action: ModerationAction) { moderationActions[action]?.increment() }
+    func writeConflict(_ outcome: WriteConflictOutcome) { writeConflicts[outcome]?.increment() }
     func liveResumed(_ outcome: LiveStreams.Resumed) { liveResumptions[outcome]?.increment() }
 
     func upstreamFailure(_ kind: UpstreamFailure) { upstreamFailures[kind]?.increment() }

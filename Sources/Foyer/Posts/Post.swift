@@ -18,6 +18,9 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     /// Kept from everyone but its author and moderators; nil: shown to all.
     var hidden: Hidden?
     var hiddenAt: Date?
+    /// Raised by one with every change its author makes (not by a moderator's, nor a picture's variants): what an
+    /// `ETag` and `If-Match` name, so that an edit made from an older read never overwrites a newer one.
+    var version = 1
 
     enum Hidden: String, Codable, Sendable {
         /// By a moderator: restorable for 30 days, then deleted.
@@ -41,6 +44,7 @@ public struct Post: Codable, Sendable, FetchableRecord, MutablePersistableRecord
         updatedAt = row["updated_at"]
         hidden = (row["hidden"] as String?).flatMap(Hidden.init(rawValue:))
         hiddenAt = row["hidden_at"]
+        version = row["version"]
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
@@ -76,6 +80,9 @@ struct PostChanges: Sendable {
     var alt: String?
     /// Why the picture sent was not taken: the write fails validation with it (413 for one too large).
     var pictureRefused: PictureRefused?
+    /// The version the change was made from (`version` in a JSON body, or the edit form's hidden field): a
+    /// precondition like `If-Match`.
+    var baseVersion: Int?
 
     init(title: String? = nil, content: String? = nil, picture: PictureChange? = nil, alt: String? = nil) {
         (self.title, self.content, self.picture, self.alt) = (title, content, picture, alt)

@@ -67,6 +67,8 @@ public struct PostRepository: Sendable {
     }
 
     /// `held`: the change has a watched word, and the post waits for a moderator unless something hides it already.
+    /// Written only over the version `published` was read at: `PostChanged` (with the post as it is now) when another
+    /// change came first.
     func update(_ published: PublishedPost, with changes: PostChanges, held: Bool = false) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: false)
         guard errors.isEmpty else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
@@ -75,7 +77,8 @@ public struct PostRepository: Sendable {
         post.updatedAt = Date()
         if held, post.hidden == nil { (post.hidden, post.hiddenAt) = (.held, post.updatedAt) }
         let pictureChange = changes.pictureChange(hasPicture: published.picture != nil)
-        try await storage.update(post, picture: pictureChange)
+        guard try await storage.update(post, picture: pictureChange) else { throw PostChanged(current: try await storage.find(id: published.id)) }
+        post.version += 1
         generation.bump()
         var picture = published.picture
         switch pictureChange {
@@ -90,8 +93,10 @@ public struct PostRepository: Sendable {
         return updated
     }
 
-    func delete(id: Int64) async throws {
-        let deleted = try await storage.delete(id: id)
+    /// `version`: only while the post is at it, else `PostChanged`; nil: whatever it is at.
+    func delete(id: Int64, version: Int? = nil) async throws {
+        let deleted = try await storage.delete(id: id, version: version)
+        if !deleted, version != nil, let current = try await storage.find(id: id) { throw PostChanged(current: current) }
         generation.bump()
         if deleted { onChange(.deleted(id: id)) }
     }

@@ -13,8 +13,11 @@ protocol PostStorage: Sendable {
     func find(id: Int64) async throws -> PublishedPost?
     /// The post with its new id; its picture, if any, in the same transaction.
     func insert(_ post: Post, picture: NewPicture?) async throws -> Post
-    func update(_ post: Post, picture: PictureChange?) async throws
-    func delete(id: Int64) async throws -> Bool
+    /// Writes `post` as its next version, if it is still at `post.version` (else false, and nothing is written): two
+    /// edits made from the same read cannot both land.
+    func update(_ post: Post, picture: PictureChange?) async throws -> Bool
+    /// `version`: only while the post is at it (nil: whatever it is at).
+    func delete(id: Int64, version: Int?) async throws -> Bool
     func count() async throws -> Int
 }
 
@@ -77,22 +80,28 @@ struct SQLitePostStorage: PostStorage {
         }
     }
 
-    func update(_ post: Post, picture: PictureChange?) async throws {
+    func update(_ post: Post, picture: PictureChange?) async throws -> Bool {
         try await database.write { db in
             // The fields a person changes, not `hidden`: a moderator's removal meanwhile stays, and a hold is added
             // only where nothing else hides the post.
             try db.execute(
-                sql: "UPDATE posts SET title = ?, content = ?, updated_at = ? WHERE id = ?", arguments: [post.title, post.content, post.updatedAt, post.id]
+                sql: "UPDATE posts SET title = ?, content = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?",
+                arguments: [post.title, post.content, post.updatedAt, post.id, post.version]
             )
+            guard db.changesCount > 0 else { return false }
             if post.hidden == .held {
                 try db.execute(sql: "UPDATE posts SET hidden = 'held', hidden_at = ? WHERE id = ? AND hidden IS NULL", arguments: [post.hiddenAt, post.id])
             }
             if let picture, let id = post.id { try SQLitePictureStorage.apply(picture, postID: id, in: db) }
+            return true
         }
     }
 
-    func delete(id: Int64) async throws -> Bool {
-        try await database.write { db in try Post.deleteOne(db, key: id) }
+    func delete(id: Int64, version: Int?) async throws -> Bool {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM posts WHERE id = ? AND (? IS NULL OR version = ?)", arguments: [id, version, version])
+            return db.changesCount > 0
+        }
     }
 
     func count() async throws -> Int {
@@ -155,7 +164,7 @@ struct PostgresPostStorage: PostStorage {
         static let sql = """
             SELECT posts.id, posts.title, posts.content, posts.author_id, posts.created_at, posts.updated_at, users.name,
                 pictures.id, pictures.alt, pictures.width, pictures.height, pictures.thumbnail_width, pictures.thumbnail_height,
-                posts.hidden, posts.hidden_at, users.suspended_at
+                posts.hidden, posts.hidden_at, users.suspended_at, posts.version
             FROM posts JOIN users ON users.id = posts.author_id \(PictureColumns.join) WHERE posts.id = $1
             """
         let id: Int64
@@ -167,10 +176,10 @@ struct PostgresPostStorage: PostStorage {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PublishedPost {
-            let (id, title, content, authorId, createdAt, updatedAt, name, pictureID, alt, width, height, thumbnailWidth, thumbnailHeight, hidden, hiddenAt, suspendedAt) =
-                try row.decode((Int64, String, String, Int64, Date, Date, String, String?, String?, Int?, Int?, Int?, Int?, String?, Date?, Date?).self)
+            let (id, title, content, authorId, createdAt, updatedAt, name, pictureID, alt, width, height, thumbnailWidth, thumbnailHeight, hidden, hiddenAt, suspendedAt, version) =
+                try row.decode((Int64, String, String, Int64, Date, Date, String, String?, String?, Int?, Int?, Int?, Int?, String?, Date?, Date?, Int).self)
             var post = Post(id: id, title: title, content: content, authorId: authorId, createdAt: createdAt, updatedAt: updatedAt)
-            (post.hidden, post.hiddenAt) = (hidden.flatMap(Post.Hidden.init(rawValue:)), hiddenAt)
+            (post.hidden, post.hiddenAt, post.version) = (hidden.flatMap(Post.Hidden.init(rawValue:)), hiddenAt, version)
             let picture = pictureID.map { pictureID in
                 Picture(
                     id: pictureID, alt: alt ?? "", width: width ?? 0, height: height ?? 0,
@@ -196,12 +205,14 @@ struct PostgresPostStorage: PostStorage {
         }
     }
 
-    func update(_ post: Post, picture: PictureChange?) async throws {
+    func update(_ post: Post, picture: PictureChange?) async throws -> Bool {
         let logger = store.logger
-        try await store.transaction { connection in
-            try await connection.run("""
-                UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt) WHERE id = \(post.id)
+        return try await store.transaction { connection in
+            let written = try await connection.run("""
+                UPDATE posts SET title = \(post.title), content = \(post.content), updated_at = \(post.updatedAt), version = version + 1
+                WHERE id = \(post.id) AND version = \(post.version) RETURNING id
                 """, logger: logger)
+            guard !written.isEmpty else { return false }
             // Held only when nothing else hides it: a moderator's removal meanwhile stays.
             if post.hidden == .held {
                 try await connection.run(
@@ -209,11 +220,12 @@ struct PostgresPostStorage: PostStorage {
                 )
             }
             if let picture, let id = post.id { try await PostgresPictureStorage.apply(picture, postID: id, on: connection, logger: logger) }
+            return true
         }
     }
 
-    func delete(id: Int64) async throws -> Bool {
-        try await !store.query("DELETE FROM posts WHERE id = \(id) RETURNING id").isEmpty
+    func delete(id: Int64, version: Int?) async throws -> Bool {
+        try await !store.query("DELETE FROM posts WHERE id = \(id) AND (\(version)::integer IS NULL OR version = \(version)) RETURNING id").isEmpty
     }
 
     func count() async throws -> Int {

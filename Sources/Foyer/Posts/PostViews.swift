@@ -86,6 +86,24 @@ struct PostFormView: Sendable {
     let alt: FormField
     /// The picture the post has now, on the edit form.
     let current: PictureView?
+    /// The version the edit form was rendered at: a save from it goes only over that version.
+    var version: Int? = nil
+}
+
+/// `posts/conflict`: a save from a form rendered at an older version. Their version (the post as it is now) beside
+/// yours, and the form again, filled with yours, at the version it is now.
+struct PostConflictView: Sendable {
+    struct Side: Sendable {
+        let title: String
+        let contentHTML: String
+        let alt: String?
+    }
+
+    let theirs: Side
+    /// Who saved it, and when.
+    let savedBy: String
+    let savedAt: TimeView
+    let yours: Side
 }
 
 /// What a write did to a post, for whoever follows posts.

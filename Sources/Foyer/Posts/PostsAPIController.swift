@@ -7,6 +7,9 @@ struct PostsAPIController {
     let posts: PostRepository
     /// What a post passes before it is published.
     let rules: PostingRules
+    let metrics: FoyerMetrics
+    /// A write naming no version (no `If-Match`, no `version`) is refused with 428 instead of applied.
+    var requirePreconditions = false
     /// Encoded pages until the next write to posts. URLs in them name the host asked, so it is part of the key, and
     /// so are the people a block keeps the reader apart from (empty for most readers, who share one page).
     let encodedPages = GenerationCache<PageKey, EncodedPage>(capacity: 512)
@@ -18,6 +21,7 @@ struct PostsAPIController {
     struct EncodedPost: Sendable {
         let body: ByteBuffer
         let authorId: Int64
+        let version: Int
     }
 
     struct PostKey: Hashable, Sendable {
@@ -58,6 +62,9 @@ struct PostsAPIController {
         let content: String
         let createdAt: Date
         let updatedAt: Date
+        /// Raised by each change its author makes; send it back (`If-Match: "<version>"`, or `version` in the body)
+        /// so that a write made from this read never overwrites a newer one.
+        let version: Int
         /// The post's page: what a native list opens in its WebView.
         let url: String
         let author: User.Public
@@ -70,13 +77,14 @@ struct PostsAPIController {
             content = published.post.content
             createdAt = published.post.createdAt
             updatedAt = published.post.updatedAt
+            version = published.post.version
             url = "\(baseURL)/posts/\(published.id)"
             author = published.author
             picture = published.picture.map { PictureJSON($0, baseURL: baseURL) }
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, title, content, url, author, picture, createdAt = "created_at", updatedAt = "updated_at"
+            case id, title, content, version, url, author, picture, createdAt = "created_at", updatedAt = "updated_at"
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -86,6 +94,7 @@ struct PostsAPIController {
             try container.encode(content, forKey: .content)
             try container.encode(createdAt, forKey: .createdAt)
             try container.encode(updatedAt, forKey: .updatedAt)
+            try container.encode(version, forKey: .version)
             try container.encode(url, forKey: .url)
             try container.encode(author, forKey: .author)
             try container.encode(picture, forKey: .picture)
@@ -139,14 +148,27 @@ struct PostsAPIController {
         if let encoded = encodedPosts.cached(key, generation: generation),
             try await !posts.blocks.keptApart(from: context.identity).contains(encoded.authorId)
         {
-            return .json(encoded: encoded.body)
+            return Self.answer(encoded.body, version: encoded.version, to: request)
         }
         let published = try await posts.find(in: context)
         let encoded = Response.encodeJSON(PostJSON(published, baseURL: key.base))
         if published.isVisible(to: nil) {
-            encodedPosts.keep(EncodedPost(body: encoded, authorId: published.post.authorId), for: key, generation: generation)
+            encodedPosts.keep(
+                EncodedPost(body: encoded, authorId: published.post.authorId, version: published.post.version), for: key, generation: generation
+            )
         }
-        return .json(encoded: encoded)
+        return Self.answer(encoded, version: published.post.version, to: request)
+    }
+
+    /// A post's JSON with its `ETag`, or `304` when the client's copy (`If-None-Match`) is this version.
+    private static func answer(_ body: ByteBuffer, version: Int, to request: Request) -> Response {
+        let etag = PostPrecondition.etag(version)
+        if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: etag) {
+            return Response(status: .notModified, headers: [.eTag: etag])
+        }
+        var response = Response.json(encoded: body)
+        response.headers[.eTag] = etag
+        return response
     }
 
     @Sendable func create(request: Request, context: SignedInContext) async throws -> Response {
@@ -155,21 +177,105 @@ struct PostsAPIController {
         let created = try await rules.create(changes, by: context.identity, in: posts).post
         var response = Response.json(PostJSON(created, baseURL: request.baseURL), status: .created)
         response.headers[.location] = "\(request.baseURL)/api/v1/posts/\(created.id)"
+        response.headers[.eTag] = PostPrecondition.etag(created.post.version)
         return response
     }
 
+    /// `PUT`/`PATCH`: applied only over the version the client names (`If-Match`, or `version` in the body); a
+    /// newer one is `412` (or `409`) with the post as it is now. Naming none applies it over whatever is there, as
+    /// `curl` users expect, unless `--require-preconditions` (`428`).
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
-        let published = try await posts.findOwn(in: context)
+        var published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.changes(from: request)
-        let updated = try await rules.update(published, with: changes, by: context.identity, in: posts).post
-        return .json(PostJSON(updated, baseURL: request.baseURL))
+        let precondition = try required(PostPrecondition(request, bodyVersion: changes.baseVersion))
+        // Another write between this read and the write: a precondition is judged again on what it left; a write
+        // naming none goes over it (a few times at most: each retry follows someone else's write).
+        for _ in 0..<5 {
+            guard precondition.holds(at: published.post.version) else { return conflict(published, changes: changes, precondition, request) }
+            do {
+                let updated = try await rules.update(published, with: changes, by: context.identity, in: posts).post
+                count(precondition)
+                var response = Response.json(PostJSON(updated, baseURL: request.baseURL))
+                response.headers[.eTag] = PostPrecondition.etag(updated.post.version)
+                return response
+            } catch let changed as PostChanged {
+                guard let current = changed.current else { throw Self.gone(published.id) }
+                published = current
+            }
+        }
+        return conflict(published, changes: changes, precondition, request)
     }
 
+    /// `DELETE`: with `If-Match`, only the version named; a newer one is `412` and nothing is deleted.
     @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
-        try await posts.delete(id: published.id)
+        let precondition = try required(PostPrecondition(request, bodyVersion: nil))
+        guard precondition.holds(at: published.post.version) else { return conflict(published, changes: nil, precondition, request) }
+        do {
+            try await posts.delete(id: published.id, version: precondition.isUnconditional || precondition == .any ? nil : published.post.version)
+        } catch let changed as PostChanged {
+            return conflict(changed.current ?? published, changes: nil, precondition, request)
+        }
+        count(precondition)
         return Response(status: .noContent)
+    }
+
+    /// The precondition, or `428` when the operator requires one and there is none (RFC 6585).
+    private func required(_ precondition: PostPrecondition) throws -> PostPrecondition {
+        guard requirePreconditions, precondition.isUnconditional else { return precondition }
+        metrics.writeConflict(.unconditional)
+        throw AppError(
+            .preconditionRequired, title: "Precondition required",
+            message: "Say which version of the post you changed: send If-Match with the ETag you read (or \"*\" to overwrite whatever is there)."
+        )
+    }
+
+    private func count(_ precondition: PostPrecondition) {
+        switch precondition {
+        case .none: metrics.writeConflict(.unconditional)
+        case .any: metrics.writeConflict(.forced)
+        case .ifMatch, .body: break
+        }
+    }
+
+    /// The post changed since the client read it: `412` (`If-Match`) or `409` (a body's `version`) as
+    /// `application/problem+json` (RFC 9457), with the post as it is now and the fields the write would overwrite.
+    private func conflict(_ current: PublishedPost, changes: PostChanges?, _ precondition: PostPrecondition, _ request: Request) -> Response {
+        metrics.writeConflict(.refused)
+        let status = precondition.failureStatus
+        let problem = ConflictJSON(
+            type: "about:blank", title: "Someone changed this post", status: Int(status.code),
+            detail: "The post is at version \(current.post.version), not the one you sent. Read it again (it is below) and send your change with its ETag, or If-Match: * to overwrite it.",
+            post: PostJSON(current, baseURL: request.baseURL), conflictingFields: changes.map { Self.overwritten(by: $0, in: current) } ?? []
+        )
+        var response = Response.json(problem, status: status)
+        response.headers[.contentType] = "application/problem+json"
+        response.headers[.eTag] = PostPrecondition.etag(current.post.version)
+        return response
+    }
+
+    struct ConflictJSON: Encodable {
+        let type: String
+        let title: String
+        let status: Int
+        let detail: String
+        let post: PostJSON
+        let conflictingFields: [String]
+    }
+
+    /// The fields a write sets to something other than what the post has now: what it would overwrite.
+    static func overwritten(by changes: PostChanges, in current: PublishedPost) -> [String] {
+        var fields: [String] = []
+        if let title = changes.title, title != current.post.title { fields.append("title") }
+        if let content = changes.content, content != current.post.content { fields.append("content") }
+        if changes.picture != nil { fields.append("picture") }
+        if let alt = changes.alt, alt != current.picture?.alt { fields.append("alt") }
+        return fields
+    }
+
+    static func gone(_ id: Int64) -> AppError {
+        AppError(.gone, title: "Post deleted", message: "Post \(id) was deleted while you were changing it.")
     }
 
     /// `{"title", "content", "alt"}`, flat or under `post` as Rails clients send (`"picture": null` removes the
@@ -203,6 +309,14 @@ struct PostsAPIController {
             }
         }
         var changes = PostChanges(title: text("title"), content: text("content"), alt: text("alt"))
+        if let version = fields["version"] {
+            // Through JSONDecoder, which takes only a whole number (Foundation's NSNumber would take true and 2.5).
+            if let data = try? JSONSerialization.data(withJSONObject: [version]), let number = try? JSONDecoder().decode([Int].self, from: data).first {
+                changes.baseVersion = number
+            } else {
+                wrongTypes["version"] = ["must be a whole number: the version you read"]
+            }
+        }
         switch fields["picture"] {
         case nil: break
         case is NSNull: changes.picture = .remove

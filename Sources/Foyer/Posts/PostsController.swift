@@ -10,6 +10,7 @@ struct PostsController {
     let fragments: PostFragments
     /// What a post passes before it is published.
     let rules: PostingRules
+    let metrics: FoyerMetrics
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
     /// whether anyone is signed in (the "New post" link), the people a block keeps the reader apart from, and the
     /// reader's clock ("3 minutes ago", in their time zone, to the minute): keep it that way, or add to the key.
@@ -102,14 +103,21 @@ struct PostsController {
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
-        let changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
+        var changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
+        changes.baseVersion = published.post.version
         return form(request: request, context: context, changes: changes, id: published.id, current: published.picture)
     }
 
+    /// The form carries the version it was rendered at: a save from an older one is a `409` page with both
+    /// versions and the form again, filled with what was typed, at the version the post is now.
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
+        let precondition = PostPrecondition(request, bodyVersion: changes.baseVersion)
+        guard precondition.holds(at: published.post.version) else {
+            return conflictPage(request: request, context: context, current: published, yours: changes)
+        }
         do {
             let held = try await rules.update(published, with: changes, by: context.identity, in: posts).held
             return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(held ? .postHeld : .postSaved)
@@ -118,7 +126,31 @@ struct PostsController {
                 request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
                 status: invalid.status
             )
+        } catch let changed as PostChanged {
+            guard let current = changed.current else { throw PostsAPIController.gone(published.id) }
+            return conflictPage(request: request, context: context, current: current, yours: changes)
         }
+    }
+
+    private func conflictPage(request: Request, context: SignedInContext, current: PublishedPost, yours changes: PostChanges) -> Response {
+        metrics.writeConflict(.refused)
+        var retry = changes
+        retry.baseVersion = current.post.version
+        let theirs = current.post
+        // A picture's description, when there is a picture and it has one.
+        let hasPicture = current.picture != nil || { if case .replace? = changes.picture { true } else { false } }()
+        func described(_ alt: String?) -> String? { hasPicture ? alt.flatMap { $0.isBlank ? nil : $0 } : nil }
+        let conflict = PostConflictView(
+            theirs: .init(title: theirs.title, contentHTML: PostText.html(theirs.content), alt: described(current.picture?.alt)),
+            savedBy: current.author.name, savedAt: ReaderTime(request).view(of: theirs.updatedAt),
+            yours: .init(
+                title: changes.title ?? theirs.title, contentHTML: PostText.html(changes.content ?? theirs.content),
+                alt: described(changes.alt ?? current.picture?.alt)
+            )
+        )
+        return form(
+            request: request, context: context, changes: retry, id: current.id, current: current.picture, status: .conflict, conflict: conflict
+        )
     }
 
     @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
@@ -130,7 +162,7 @@ struct PostsController {
 
     private func form(
         request: Request, context: SignedInContext, changes: PostChanges, id: Int64?, current: Picture?,
-        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
+        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok, conflict: PostConflictView? = nil
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
         var values: [String: Any] = [
@@ -142,14 +174,19 @@ struct PostsController {
                 content: FormField("content", value: changes.content ?? "", errors: fieldErrors),
                 picture: FormField("picture", value: "", errors: fieldErrors),
                 alt: FormField("alt", value: changes.alt ?? "", errors: fieldErrors),
-                current: current.map { PictureView($0, lazy: false) }
+                current: current.map { PictureView($0, lazy: false) }, version: changes.baseVersion
             ),
         ]
+        if let conflict {
+            values["title"] = "Someone changed this post"
+            values["conflict"] = conflict
+        }
         if let errors {
             values["has_errors"] = true
             values["errors"] = errors.fullMessages
         }
-        return views.page(id == nil ? "posts/new" : "posts/edit", values, request: request, context: context, status: status)
+        let template = conflict != nil ? "posts/conflict" : id == nil ? "posts/new" : "posts/edit"
+        return views.page(template, values, request: request, context: context, status: status)
     }
 
     /// The form's fields, Rails' `post[…]` names too. A picture in it is made into its variants here, before
@@ -159,6 +196,10 @@ struct PostsController {
         let form = try await request.form()
         func field(_ name: String) -> String? { form.fields[name] ?? form.fields["post[\(name)]"] }
         var changes = PostChanges(title: field("title"), content: field("content"), alt: field("alt"))
+        if let version = field("version"), !version.isEmpty {
+            guard let number = Int(version) else { throw ValidationFailed(errors: ["version": ["must be a whole number"]]) }
+            changes.baseVersion = number
+        }
         if let file = form.files["picture"] ?? form.files["post[picture]"], file.bytes.readableBytes > 0 {
             do {
                 changes.picture = .replace(try await PictureProcessor().process(file.bytes, alt: changes.alt ?? ""))

@@ -53,10 +53,10 @@ struct PostsFeature {
         }
     }
 
-    func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams) {
-        PostsAPIController(posts: posts, rules: rules).addRoutes(to: router)
+    func addRoutes(to router: FoyerRouter, views: Views, streams: LiveStreams, config: FoyerConfig, metrics: FoyerMetrics) {
+        PostsAPIController(posts: posts, rules: rules, metrics: metrics, requirePreconditions: config.posts.requirePreconditions).addRoutes(to: router)
         pictures.addRoutes(to: router)
-        PostsController(posts: posts, views: views, streams: streams, fragments: fragments, rules: rules).addRoutes(to: router)
+        PostsController(posts: posts, views: views, streams: streams, fragments: fragments, rules: rules, metrics: metrics).addRoutes(to: router)
     }
 }
 

@@ -329,6 +329,9 @@ extension SQLiteStore {
                 t.column("bytes", .blob).notNull()
             }
         }
+        migrator.registerMigration("v25: a post's version, raised by each change its author makes") { db in
+            try db.alter(table: "posts") { t in t.add(column: "version", .integer).notNull().defaults(to: 1) }
+        }
         return migrator
     }
 }
@@ -656,6 +659,9 @@ extension PostgresMigrations {
                 bytes BYTEA NOT NULL
             )
             """,
+        ]),
+        ("18: a post's version, raised by each change its author makes (SQLite's v25)", [
+            "ALTER TABLE posts ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
         ]),
     ]
 }

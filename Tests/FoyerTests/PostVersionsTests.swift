@@ -1,0 +1,148 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+/// Writes to a post name the version they were made from, so that none overwrites a newer one: `ETag` and
+/// `If-Match` (RFC 9110), `version` in the body, `428` when required (RFC 6585), and the edit form's conflict page.
+@Suite struct PostVersionsTests {
+    static func write(
+        _ client: some TestClientProtocol, _ method: HTTPRequest.Method = .patch, id: Int, token: String, ifMatch: String? = nil, _ body: String? = nil
+    ) async throws -> (status: HTTPResponse.Status, json: [String: Any], headers: HTTPFields) {
+        var headers = bearer(token).merging(jsonHeaders)
+        if let ifMatch { headers[.ifMatch] = ifMatch }
+        return try await client.execute(uri: "/api/v1/posts/\(id)", method: method, headers: headers, body: body.map { ByteBuffer(json: $0) }) {
+            ($0.status, $0.body.readableBytes > 0 ? $0.json() : [:], $0.headers)
+        }
+    }
+
+    @Test(arguments: TestStoreKind.allCases) func aWriteGoesOnlyOverTheVersionItNamesAndAStaleOneGetsThePostAsItIsNow(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "First", content: "Words")
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { response in
+                #expect(response.headers[.eTag] == #""1""# && response.json()["version"] as? Int == 1)
+            }
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get, headers: [.ifNoneMatch: #""1""#]) { #expect($0.status == .notModified) }
+
+            let saved = try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Second"}"#)
+            #expect(saved.status == .ok && saved.json["version"] as? Int == 2 && saved.headers[.eTag] == #""2""#)
+            // From the older read: refused, with the post as it is now and what the write would overwrite.
+            let stale = try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "From an old tab", "content": "Words"}"#)
+            #expect(stale.status == .preconditionFailed && stale.headers[.contentType] == "application/problem+json" && stale.headers[.eTag] == #""2""#)
+            #expect((stale.json["post"] as? [String: Any])?["title"] as? String == "Second" && stale.json["conflicting_fields"] as? [String] == ["title"])
+            let staleBody = try await Self.write(client, id: id, token: ada, #"{"title": "From an old tab", "version": 1}"#)
+            #expect(staleBody.status == .conflict && (staleBody.json["post"] as? [String: Any])?["version"] as? Int == 2)
+            for refused in [#"W/"2""#, "2", #""two""#] {
+                #expect(try await Self.write(client, id: id, token: ada, ifMatch: refused, #"{"title": "Weak or malformed"}"#).status == .preconditionFailed, "\(refused)")
+            }
+            for wrong in [#""2""#, "true", "2.5"] {
+                #expect(try await Self.write(client, id: id, token: ada, #"{"title": "x", "version": \#(wrong)}"#).status == .unprocessableContent, "\(wrong)")
+            }
+            // The current version among several, `*`, the body's version, and none at all: applied.
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""9", "2""#, #"{"title": "Third"}"#).json["version"] as? Int == 3)
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: "*", #"{"title": "Fourth"}"#).json["version"] as? Int == 4)
+            #expect(try await Self.write(client, .put, id: id, token: ada, #"{"title": "Fifth", "version": 4}"#).json["version"] as? Int == 5)
+            #expect(try await Self.write(client, id: id, token: ada, #"{"content": "Sixth"}"#).json["version"] as? Int == 6)
+            // A stale delete deletes nothing.
+            #expect(try await Self.write(client, .delete, id: id, token: ada, ifMatch: #""5""#).status == .preconditionFailed)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.json()["title"] as? String == "Fifth") }
+            #expect(try await Self.write(client, .delete, id: id, token: ada, ifMatch: #""6""#).status == .noContent)
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.text.contains(#"foyer_write_conflicts_total{resource="post",outcome="refused"} 6"#))
+                #expect(response.text.contains(#"foyer_write_conflicts_total{resource="post",outcome="forced"} 1"#))
+                #expect(response.text.contains(#"foyer_write_conflicts_total{resource="post",outcome="unconditional"} 1"#))
+            }
+        }
+    }
+
+    /// Twenty writes made from one read, at once: one lands, nineteen are refused, and the version rose by one.
+    @Test(arguments: TestStoreKind.allCases) func ofTwentyWritesFromOneReadExactlyOneLands(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test(.live) { client in
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Raced")
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for number in 1...20 {
+                    group.addTask { try await Self.write(client, .put, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Writer \#(number)"}"#).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 1 && statuses.filter { $0 == .preconditionFailed }.count == 19, "\(statuses)")
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.json()["version"] as? Int == 2) }
+        }
+    }
+
+    /// Two writes made from one read, the second after the first landed: the store refuses the second (the check
+    /// and the write are one statement, so no request can slip between them), and says what the post is now.
+    @Test(arguments: TestStoreKind.allCases) func theStoreWritesOnlyOverTheVersionItWasRead(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await UserRepository(store: store, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)
+        let posts = PostRepository(store: store, blocks: Blocks(store: store), onChange: { _ in })
+        let created = try await posts.create(PostChanges(title: "Once", content: "."), author: ada)
+        let read = try #require(try await posts.find(id: created.id))
+        let first = try await posts.update(read, with: PostChanges(title: "First"))
+        #expect(first.post.version == 2)
+        await #expect {
+            _ = try await posts.update(read, with: PostChanges(title: "Second, from the same read"))
+        } throws: { error in
+            (error as? PostChanged)?.current?.post.version == 2 && (error as? PostChanged)?.current?.post.title == "First"
+        }
+        await #expect(throws: PostChanged.self) { try await posts.delete(id: created.id, version: 1) }
+        try await posts.delete(id: created.id, version: 2)
+        #expect(try await posts.find(id: created.id) == nil)
+    }
+
+    @Test func anOperatorMayRequireEveryWriteToNameItsVersion() async throws {
+        let harness = try await TestHarness { $0.posts.requirePreconditions = true }
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada)
+            let bare = try await Self.write(client, id: id, token: ada, #"{"title": "No version"}"#)
+            #expect(bare.status == .preconditionRequired && (bare.json["error"] as? String ?? "").contains("If-Match"))
+            #expect(try await Self.write(client, .delete, id: id, token: ada).status == .preconditionRequired)
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Named"}"#).status == .ok)
+            #expect(try await Self.write(client, id: id, token: ada, #"{"title": "In the body", "version": 2}"#).status == .ok)
+            #expect(try await Self.write(client, .delete, id: id, token: ada, ifMatch: "*").status == .noContent)
+        }
+    }
+
+    /// The edit form carries its version; a save from an older one shows both versions and the form again with what
+    /// was typed, at the current version, and saving from it lands.
+    @Test(arguments: TestStoreKind.allCases) func aStaleFormSaveIsAConflictPageAndSavingFromItLands(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Shared", content: "As it was")
+            try await client.execute(uri: "/posts/\(id)/edit", method: .get, headers: session.headers) { response in
+                #expect(response.text.contains(#"<input type="hidden" name="version" value="1">"#))
+            }
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"content": "Changed on the phone"}"#).status == .ok)
+            func save(_ version: Int, content: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/posts/\(id)", method: .post, headers: session.headers,
+                    body: formBody([
+                        ("authenticity_token", session.csrf), ("_method", "patch"), ("version", "\(version)"), ("title", "Shared"), ("content", content),
+                    ])
+                ) { $0 }
+            }
+            let conflict = try await save(1, content: "Typed on the laptop")
+            #expect(conflict.status == .conflict)
+            #expect(conflict.text.contains("Someone changed this post") && conflict.text.contains("Changed on the phone"))
+            #expect(conflict.text.contains(#"<textarea id="post-content" name="content""#) && conflict.text.contains("Typed on the laptop</textarea>"))
+            #expect(conflict.text.contains(#"<input type="hidden" name="version" value="2">"#))
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.json()["content"] as? String == "Changed on the phone") }
+            #expect(try await save(2, content: "Typed on the laptop").status == .seeOther)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { response in
+                #expect(response.json()["content"] as? String == "Typed on the laptop" && response.json()["version"] as? Int == 3)
+            }
+        }
+    }
+}
