@@ -61,6 +61,31 @@ import Testing
         }
     }
 
+    /// A write made from an older version that changes only fields nobody changed since is applied over the newer
+    /// one, says so, and leaves the other change as it is (AeroGear DataSync's field-by-field rule); a field changed
+    /// on both sides is the conflict, named.
+    @Test(arguments: TestStoreKind.allCases) func aStaleWriteOfOtherFieldsIsMergedAndOneOfTheSameFieldIsNot(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Plans", content: "Meet at noon.")
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Plans for Friday"}"#).status == .ok)
+            // From version 1, a PUT sending the title back as it was and a new text: the text is merged, the title stays.
+            let merged = try await Self.write(client, .put, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Plans", "content": "Meet at one."}"#)
+            #expect(merged.status == .ok && merged.json["merged"] as? Bool == true && merged.headers[.eTag] == #""3""#)
+            #expect(merged.json["title"] as? String == "Plans for Friday" && merged.json["content"] as? String == "Meet at one.")
+            // Again from version 1, the title: changed since by the first write.
+            let both = try await Self.write(client, id: id, token: ada, #"{"title": "Plans for Saturday", "version": 1}"#)
+            #expect(both.status == .conflict && both.json["conflicting_fields"] as? [String] == ["title"])
+            // A write at the current version says nothing of merging.
+            let plain = try await Self.write(client, id: id, token: ada, ifMatch: #""3""#, #"{"content": "Meet at two."}"#)
+            #expect(plain.status == .ok && plain.json["merged"] == nil)
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.text.contains(#"foyer_write_conflicts_total{resource="post",outcome="merged"} 1"#))
+            }
+        }
+    }
+
     /// Twenty writes made from one read, at once: one lands, nineteen are refused, and the version rose by one.
     @Test(arguments: TestStoreKind.allCases) func ofTwentyWritesFromOneReadExactlyOneLands(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
@@ -110,6 +135,25 @@ import Testing
             #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Named"}"#).status == .ok)
             #expect(try await Self.write(client, id: id, token: ada, #"{"title": "In the body", "version": 2}"#).status == .ok)
             #expect(try await Self.write(client, .delete, id: id, token: ada, ifMatch: "*").status == .noContent)
+        }
+    }
+
+    /// A form saved from an older version that changes another field than what was saved meanwhile lands, merged.
+    @Test(arguments: TestStoreKind.allCases) func aStaleFormSaveOfAnotherFieldIsMerged(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Shared", content: "As it was")
+            #expect(try await Self.write(client, id: id, token: ada, ifMatch: #""1""#, #"{"title": "Renamed on the phone"}"#).status == .ok)
+            let saved = try await client.execute(
+                uri: "/posts/\(id)", method: .post, headers: session.headers,
+                body: formBody([("authenticity_token", session.csrf), ("_method", "patch"), ("version", "1"), ("title", "Shared"), ("content", "Typed on the laptop")])
+            ) { $0 }
+            #expect(saved.status == .seeOther && saved.headers[.setCookie]?.contains("post-merged") == true)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { response in
+                #expect(response.json()["title"] as? String == "Renamed on the phone" && response.json()["content"] as? String == "Typed on the laptop")
+            }
         }
     }
 

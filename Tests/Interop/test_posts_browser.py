@@ -109,3 +109,32 @@ def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(se
     finally:
         laptop_context.close()
         phone_context.close()
+
+
+def test_two_devices_changing_different_fields_of_one_post_are_merged(server, browser):  # noqa: F811
+    token = session_token(server)
+    request = urllib.request.Request(
+        server.url + "/api/v1/posts", method="POST", data=json.dumps({"title": "Trip", "content": "Pack light."}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        created = json.load(response)
+    edit_url = f"{server.url}/posts/{created['id']}/edit"
+    laptop_context, phone_context = browser.new_context(), browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        laptop, phone = laptop_context.new_page(), phone_context.new_page()
+        for page in (laptop, phone):
+            sign_in(page, server)
+            page.goto(edit_url)
+            page.locator("textarea[name=content]").wait_for()
+        laptop.fill("input[name=title]", "Trip to the coast")
+        laptop.click("main button[type=submit]")
+        laptop.locator("article.post h1", has_text="Trip to the coast").wait_for()
+        phone.fill("textarea[name=content]", "Pack light, and a raincoat.")
+        phone.click("main button[type=submit]")
+        phone.locator("#flash", has_text="together with the change you saved meanwhile").wait_for()
+        assert phone.locator("article.post h1").inner_text() == "Trip to the coast"
+        assert "Pack light, and a raincoat." in phone.locator("article.post .post-content").inner_text()
+    finally:
+        laptop_context.close()
+        phone_context.close()

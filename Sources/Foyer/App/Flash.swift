@@ -7,6 +7,7 @@ import Hummingbird
 enum Flash: String, CaseIterable, Sendable {
     case postPublished = "post-published"
     case postSaved = "post-saved"
+    case postMerged = "post-merged"
     case postDeleted = "post-deleted"
     case taskCreated = "task-created"
     case taskSaved = "task-saved"
@@ -38,6 +39,7 @@ enum Flash: String, CaseIterable, Sendable {
         switch self {
         case .postPublished: "Your post is published."
         case .postSaved: "Your changes are saved."
+        case .postMerged: "Your changes are saved, together with the change you saved meanwhile elsewhere (another tab or device): each changed other parts of the post."
         case .postDeleted: "The post is deleted."
         case .taskCreated: "The task is created."
         case .taskSaved: "The task is saved."

@@ -7,6 +7,18 @@ struct PostChanged: Error {
     let current: PublishedPost?
 }
 
+extension PostRepository {
+    /// How a write made from an older version than `current`'s meets what came since: merged (only the fields the
+    /// write changed, to apply over `current`), or the fields both sides changed. Nil when the write names no version
+    /// to merge from (it is then simply refused).
+    func merge(_ changes: PostChanges, from precondition: PostPrecondition, into current: PublishedPost) async throws -> PostMerge.Outcome? {
+        guard let base = precondition.base, base < current.post.version, let snapshot = try await snapshot(of: current.id, at: base) else {
+            return nil
+        }
+        return PostMerge.judge(changes, base: snapshot, current: PostSnapshot(current.post, picture: current.picture))
+    }
+}
+
 /// What a write to a post says about the version it was made from (RFC 9110 §13.1.1 `If-Match`, or `version` in
 /// the body, as Rails' `lock_version` and AeroGear DataSync send it), and whether it holds.
 enum PostPrecondition: Sendable, Equatable {
@@ -54,14 +66,25 @@ enum PostPrecondition: Sendable, Equatable {
     /// The write named no version: it would have been applied over anything (counted as `unconditional`).
     var isUnconditional: Bool { self == .none }
 
+    /// The version the write was made from, to merge it with what came since: the newest one it names.
+    var base: Int? {
+        switch self {
+        case .none, .any: nil
+        case .ifMatch(let versions): versions.compactMap { $0 }.max()
+        case .body(let version): version
+        }
+    }
+
     /// What a precondition that does not hold answers: `412` for `If-Match` (RFC 9110), `409` for a body's version.
     var failureStatus: HTTPResponse.Status { if case .body = self { .conflict } else { .preconditionFailed } }
 }
 
 /// How a post write's precondition went, as `foyer_write_conflicts_total{resource="post", outcome}` counts it.
 enum WriteConflictOutcome: String, Sendable, CaseIterable {
-    /// The version named was not the post's: nothing was written.
+    /// The version named was not the post's, and the write changed a field changed since: nothing was written.
     case refused
+    /// The version named was not the post's, but the write changed only fields nobody changed since: applied.
+    case merged
     /// `If-Match: *`: written over whatever was there.
     case forced
     /// No version named: written over whatever was there.

@@ -50,6 +50,11 @@ public struct PostRepository: Sendable {
         try await storage.find(id: id)
     }
 
+    /// The post's fields at an earlier version: what a write made from it is compared with.
+    func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot? {
+        try await storage.snapshot(of: id, at: version)
+    }
+
     /// `held`: kept for its author and moderators until one approves it (a watched word).
     func create(_ changes: PostChanges, author: User, held: Bool = false) async throws -> PublishedPost {
         let errors = changes.validationErrors(creating: true)
@@ -77,9 +82,6 @@ public struct PostRepository: Sendable {
         post.updatedAt = Date()
         if held, post.hidden == nil { (post.hidden, post.hiddenAt) = (.held, post.updatedAt) }
         let pictureChange = changes.pictureChange(hasPicture: published.picture != nil)
-        guard try await storage.update(post, picture: pictureChange) else { throw PostChanged(current: try await storage.find(id: published.id)) }
-        post.version += 1
-        generation.bump()
         var picture = published.picture
         switch pictureChange {
         case .replace(let new)?: picture = new.picture
@@ -87,6 +89,11 @@ public struct PostRepository: Sendable {
         case .describe(let alt)?: picture?.alt = alt
         case nil: break
         }
+        guard try await storage.update(post, picture: pictureChange, snapshot: PostSnapshot(post, picture: picture)) else {
+            throw PostChanged(current: try await storage.find(id: published.id))
+        }
+        post.version += 1
+        generation.bump()
         let updated = PublishedPost(post: post, author: published.author, picture: picture, authorSuspended: published.authorSuspended)
         // A post only its author and moderators see stays off everyone's open pages.
         onChange(updated.isVisible(to: nil) ? .updated(updated) : .deleted(id: updated.id))

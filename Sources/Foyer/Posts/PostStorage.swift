@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import PostgresNIO
 
 /// The rows behind `PostRepository`: posts with their authors' names.
@@ -14,8 +15,10 @@ protocol PostStorage: Sendable {
     /// The post with its new id; its picture, if any, in the same transaction.
     func insert(_ post: Post, picture: NewPicture?) async throws -> Post
     /// Writes `post` as its next version, if it is still at `post.version` (else false, and nothing is written): two
-    /// edits made from the same read cannot both land.
-    func update(_ post: Post, picture: PictureChange?) async throws -> Bool
+    /// edits made from the same read cannot both land. `snapshot`: the fields it has then, kept as that version.
+    func update(_ post: Post, picture: PictureChange?, snapshot: PostSnapshot) async throws -> Bool
+    /// The post's fields at `version`; nil when that version was never kept.
+    func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot?
     /// `version`: only while the post is at it (nil: whatever it is at).
     func delete(id: Int64, version: Int?) async throws -> Bool
     func count() async throws -> Int
@@ -76,11 +79,12 @@ struct SQLitePostStorage: PostStorage {
             var post = post
             try post.insert(db)
             if let picture, let id = post.id { try SQLitePictureStorage.apply(.replace(picture), postID: id, in: db) }
+            try Self.keep(PostSnapshot(post, picture: picture?.picture), of: post, in: db)
             return post
         }
     }
 
-    func update(_ post: Post, picture: PictureChange?) async throws -> Bool {
+    func update(_ post: Post, picture: PictureChange?, snapshot: PostSnapshot) async throws -> Bool {
         try await database.write { db in
             // The fields a person changes, not `hidden`: a moderator's removal meanwhile stays, and a hold is added
             // only where nothing else hides the post.
@@ -93,7 +97,25 @@ struct SQLitePostStorage: PostStorage {
                 try db.execute(sql: "UPDATE posts SET hidden = 'held', hidden_at = ? WHERE id = ? AND hidden IS NULL", arguments: [post.hiddenAt, post.id])
             }
             if let picture, let id = post.id { try SQLitePictureStorage.apply(picture, postID: id, in: db) }
+            var next = post
+            next.version += 1
+            try Self.keep(snapshot, of: next, in: db)
             return true
+        }
+    }
+
+    private static func keep(_ snapshot: PostSnapshot, of post: Post, in db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO post_versions (post_id, version, title, content, picture_id, picture_alt, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [post.id, post.version, snapshot.title, snapshot.content, snapshot.pictureId, snapshot.alt, post.updatedAt]
+        )
+    }
+
+    func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot? {
+        try database.readNow { db in
+            try Row.fetchOne(
+                db, sql: "SELECT title, content, picture_id, picture_alt FROM post_versions WHERE post_id = ? AND version = ?", arguments: [id, version]
+            ).map { PostSnapshot(title: $0["title"], content: $0["content"], pictureId: $0["picture_id"], alt: $0["picture_alt"]) }
         }
     }
 
@@ -201,11 +223,12 @@ struct PostgresPostStorage: PostStorage {
                 """, logger: logger)[0].decode(Int64.self)
             inserted.id = id
             if let picture { try await PostgresPictureStorage.apply(.replace(picture), postID: id, on: connection, logger: logger) }
+            try await Self.keep(PostSnapshot(inserted, picture: picture?.picture), of: inserted, on: connection, logger: logger)
             return inserted
         }
     }
 
-    func update(_ post: Post, picture: PictureChange?) async throws -> Bool {
+    func update(_ post: Post, picture: PictureChange?, snapshot: PostSnapshot) async throws -> Bool {
         let logger = store.logger
         return try await store.transaction { connection in
             let written = try await connection.run("""
@@ -220,7 +243,26 @@ struct PostgresPostStorage: PostStorage {
                 )
             }
             if let picture, let id = post.id { try await PostgresPictureStorage.apply(picture, postID: id, on: connection, logger: logger) }
+            var next = post
+            next.version += 1
+            try await Self.keep(snapshot, of: next, on: connection, logger: logger)
             return true
+        }
+    }
+
+    private static func keep(_ snapshot: PostSnapshot, of post: Post, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.run("""
+            INSERT INTO post_versions (post_id, version, title, content, picture_id, picture_alt, created_at)
+            VALUES (\(post.id), \(post.version), \(snapshot.title), \(snapshot.content), \(snapshot.pictureId), \(snapshot.alt), \(post.updatedAt))
+            """, logger: logger)
+    }
+
+    func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot? {
+        try await store.query("""
+            SELECT title, content, picture_id, picture_alt FROM post_versions WHERE post_id = \(id) AND version = \(version)
+            """).first.map {
+            let (title, content, pictureId, alt) = try $0.decode((String, String, String?, String?).self)
+            return PostSnapshot(title: title, content: content, pictureId: pictureId, alt: alt)
         }
     }
 

@@ -70,6 +70,8 @@ struct PostsAPIController {
         let author: User.Public
         /// `null` when the post has none: always present, so clients need not tell absent from empty.
         let picture: PictureJSON?
+        /// A write's answer only: true when it was made from an older version and merged with what came since.
+        var merged: Bool? = nil
 
         init(_ published: PublishedPost, baseURL: String) {
             id = published.id
@@ -84,7 +86,7 @@ struct PostsAPIController {
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, title, content, version, url, author, picture, createdAt = "created_at", updatedAt = "updated_at"
+            case id, title, content, version, url, author, picture, merged, createdAt = "created_at", updatedAt = "updated_at"
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -98,6 +100,7 @@ struct PostsAPIController {
             try container.encode(url, forKey: .url)
             try container.encode(author, forKey: .author)
             try container.encode(picture, forKey: .picture)
+            try container.encodeIfPresent(merged, forKey: .merged)
         }
     }
 
@@ -192,11 +195,22 @@ struct PostsAPIController {
         // Another write between this read and the write: a precondition is judged again on what it left; a write
         // naming none goes over it (a few times at most: each retry follows someone else's write).
         for _ in 0..<5 {
-            guard precondition.holds(at: published.post.version) else { return conflict(published, changes: changes, precondition, request) }
+            var write = changes
+            var merged = false
+            if !precondition.holds(at: published.post.version) {
+                // Made from an older version: applied when it changed only fields nobody changed since.
+                switch try await posts.merge(changes, from: precondition, into: published) {
+                case .merged(let fields)?: (write, merged) = (PostMerge.restricted(changes, to: fields), true)
+                case .conflict(let both)?: return conflict(published, changes: changes, precondition, request, fields: both)
+                case nil: return conflict(published, changes: changes, precondition, request)
+                }
+            }
             do {
-                let updated = try await rules.update(published, with: changes, by: context.identity, in: posts).post
-                count(precondition)
-                var response = Response.json(PostJSON(updated, baseURL: request.baseURL))
+                let updated = try await rules.update(published, with: write, by: context.identity, in: posts).post
+                merged ? metrics.writeConflict(.merged) : count(precondition)
+                var json = PostJSON(updated, baseURL: request.baseURL)
+                if merged { json.merged = true }
+                var response = Response.json(json)
                 response.headers[.eTag] = PostPrecondition.etag(updated.post.version)
                 return response
             } catch let changed as PostChanged {
@@ -241,13 +255,17 @@ struct PostsAPIController {
 
     /// The post changed since the client read it: `412` (`If-Match`) or `409` (a body's `version`) as
     /// `application/problem+json` (RFC 9457), with the post as it is now and the fields the write would overwrite.
-    private func conflict(_ current: PublishedPost, changes: PostChanges?, _ precondition: PostPrecondition, _ request: Request) -> Response {
+    /// `fields`: those both sides changed, when the write could be compared with its version; else what it would
+    /// overwrite.
+    private func conflict(
+        _ current: PublishedPost, changes: PostChanges?, _ precondition: PostPrecondition, _ request: Request, fields: [String]? = nil
+    ) -> Response {
         metrics.writeConflict(.refused)
         let status = precondition.failureStatus
         let problem = ConflictJSON(
             type: "about:blank", title: "Someone changed this post", status: Int(status.code),
-            detail: "The post is at version \(current.post.version), not the one you sent. Read it again (it is below) and send your change with its ETag, or If-Match: * to overwrite it.",
-            post: PostJSON(current, baseURL: request.baseURL), conflictingFields: changes.map { Self.overwritten(by: $0, in: current) } ?? []
+            detail: "The post is at version \(current.post.version), and your write changes what was changed since. Read it again (it is below) and send your change with its ETag, or If-Match: * to overwrite it.",
+            post: PostJSON(current, baseURL: request.baseURL), conflictingFields: fields ?? changes.map { Self.overwritten(by: $0, in: current) } ?? []
         )
         var response = Response.json(problem, status: status)
         response.headers[.contentType] = "application/problem+json"

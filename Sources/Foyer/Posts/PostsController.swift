@@ -115,12 +115,20 @@ struct PostsController {
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         let precondition = PostPrecondition(request, bodyVersion: changes.baseVersion)
-        guard precondition.holds(at: published.post.version) else {
-            return conflictPage(request: request, context: context, current: published, yours: changes)
+        var write = changes
+        var merged = false
+        if !precondition.holds(at: published.post.version) {
+            // Saved meanwhile elsewhere: this form's changes go over it when they touch other fields.
+            guard case .merged(let fields)? = try await posts.merge(changes, from: precondition, into: published) else {
+                return conflictPage(request: request, context: context, current: published, yours: changes)
+            }
+            (write, merged) = (PostMerge.restricted(changes, to: fields), true)
         }
         do {
-            let held = try await rules.update(published, with: changes, by: context.identity, in: posts).held
-            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(held ? .postHeld : .postSaved)
+            let held = try await rules.update(published, with: write, by: context.identity, in: posts).held
+            if merged { metrics.writeConflict(.merged) }
+            let flash: Flash = held ? .postHeld : merged ? .postMerged : .postSaved
+            return .afterSubmit(request, redirectTo: "/posts/\(published.id)", native: .refresh).flashing(flash)
         } catch let invalid as ValidationFailed {
             return form(
                 request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,

@@ -332,6 +332,19 @@ extension SQLiteStore {
         migrator.registerMigration("v25: a post's version, raised by each change its author makes") { db in
             try db.alter(table: "posts") { t in t.add(column: "version", .integer).notNull().defaults(to: 1) }
         }
+        migrator.registerMigration("v26: each version of a post, for merging writes made from an older one") { db in
+            try db.create(table: "post_versions") { t in
+                t.column("post_id", .integer).notNull().references("posts", onDelete: .cascade)
+                t.column("version", .integer).notNull()
+                t.column("title", .text).notNull()
+                t.column("content", .text).notNull()
+                t.column("picture_id", .text)
+                t.column("picture_alt", .text)
+                t.column("created_at", .datetime).notNull()
+                t.primaryKey(["post_id", "version"])
+            }
+            try db.execute(sql: PostVersionRows.backfill)
+        }
         return migrator
     }
 }
@@ -662,6 +675,21 @@ extension PostgresMigrations {
         ]),
         ("18: a post's version, raised by each change its author makes (SQLite's v25)", [
             "ALTER TABLE posts ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+        ]),
+        ("19: each version of a post, for merging writes made from an older one (SQLite's v26)", [
+            """
+            CREATE TABLE post_versions (
+                post_id BIGINT NOT NULL REFERENCES posts ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                content TEXT NOT NULL,
+                picture_id TEXT,
+                picture_alt TEXT,
+                created_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (post_id, version)
+            )
+            """,
+            PostVersionRows.backfill,
         ]),
     ]
 }
