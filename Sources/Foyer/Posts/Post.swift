@@ -126,6 +126,12 @@ struct PostChanges: Sendable {
     /// The status of a write these changes fail: 413 when the picture was too large, else 422.
     var failureStatus: HTTPResponse.Status { pictureRefused?.status ?? .unprocessableContent }
 
+    /// Throws `ValidationFailed` (422, or 413 for a picture too large) when the changes are not valid.
+    func validate(creating: Bool) throws {
+        let errors = validationErrors(creating: creating)
+        guard errors.isEmpty else { throw ValidationFailed(errors: errors, status: failureStatus) }
+    }
+
     func apply(to post: inout Post) {
         if let title { post.title = title }
         if let content { post.content = content }

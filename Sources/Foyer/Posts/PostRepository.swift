@@ -75,8 +75,7 @@ public struct PostRepository: Sendable {
     /// Written only over the version `published` was read at: `PostChanged` (with the post as it is now) when another
     /// change came first.
     func update(_ published: PublishedPost, with changes: PostChanges, held: Bool = false) async throws -> PublishedPost {
-        let errors = changes.validationErrors(creating: false)
-        guard errors.isEmpty else { throw ValidationFailed(errors: errors, status: changes.failureStatus) }
+        try changes.validate(creating: false)
         var post = published.post
         changes.apply(to: &post)
         post.updatedAt = Date()

@@ -191,6 +191,8 @@ struct PostsAPIController {
         var published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.changes(from: request)
+        // What is invalid is 422 whatever version it names: a precondition judges only a write that could land.
+        try changes.validate(creating: false)
         let precondition = try required(PostPrecondition(request, bodyVersion: changes.baseVersion))
         // Another write between this read and the write: a precondition is judged again on what it left; a write
         // naming none goes over it (a few times at most: each retry follows someone else's write).

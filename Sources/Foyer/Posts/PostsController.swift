@@ -117,6 +117,15 @@ struct PostsController {
         let precondition = PostPrecondition(request, bodyVersion: changes.baseVersion)
         var write = changes
         var merged = false
+        do {
+            try changes.validate(creating: false)
+        } catch let invalid as ValidationFailed {
+            // The form's own mistakes first, whatever version it was rendered at.
+            return form(
+                request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
+                status: invalid.status
+            )
+        }
         if !precondition.holds(at: published.post.version) {
             // Saved meanwhile elsewhere: this form's changes go over it when they touch other fields.
             guard case .merged(let fields)? = try await posts.merge(changes, from: precondition, into: published) else {
