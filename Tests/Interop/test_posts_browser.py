@@ -1,4 +1,5 @@
 """Chromium writes, edits and fails to save a post through the pages, with Turbo Drive doing the navigation."""
+import contextlib
 import json
 import os
 import pathlib
@@ -68,25 +69,34 @@ def test_create_see_in_list_edit_and_invalid_form(server, browser):  # noqa: F81
     page.close()
 
 
-def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(server, browser, tmp_path):  # noqa: F811
-    """The author on a laptop and on a phone edits the same field from the same read: the second save shows both
-    versions, keeps what was typed, and lands when saved again; the first device's words are never lost unseen."""
+@contextlib.contextmanager
+def two_devices_editing(server, browser, title: str, content: str):  # noqa: F811
+    """A post of the demo account's, open in its edit form on a laptop and on a phone (390 px), signed in on both."""
     token = session_token(server)
     request = urllib.request.Request(
-        server.url + "/api/v1/posts", method="POST", data=json.dumps({"title": "Shared plans", "content": "Meet at noon."}).encode(),
+        server.url + "/api/v1/posts", method="POST", data=json.dumps({"title": title, "content": content}).encode(),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         created = json.load(response)
-    edit_url = f"{server.url}/posts/{created['id']}/edit"
     laptop_context = browser.new_context()
     phone_context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     try:
         laptop, phone = laptop_context.new_page(), phone_context.new_page()
         for page in (laptop, phone):
             sign_in(page, server)
-            page.goto(edit_url)
+            page.goto(f"{server.url}/posts/{created['id']}/edit")
             page.locator("textarea[name=content]").wait_for()
+        yield laptop, phone
+    finally:
+        laptop_context.close()
+        phone_context.close()
+
+
+def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(server, browser, tmp_path):  # noqa: F811
+    """The author on a laptop and on a phone edits the same field from the same read: the second save shows both
+    versions, keeps what was typed, and lands when saved again; the first device's words are never lost unseen."""
+    with two_devices_editing(server, browser, "Shared plans", "Meet at noon.") as (laptop, phone):
         laptop.fill("textarea[name=content]", "Meet at one, on the laptop.")
         laptop.click("main button[type=submit]")
         laptop.locator("article.post .post-content", has_text="Meet at one, on the laptop.").wait_for()
@@ -106,27 +116,10 @@ def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(se
 
         phone.click("main button[type=submit]")
         phone.locator("article.post .post-content", has_text="Meet at two, typed on the phone.").wait_for()
-    finally:
-        laptop_context.close()
-        phone_context.close()
 
 
 def test_two_devices_changing_different_fields_of_one_post_are_merged(server, browser):  # noqa: F811
-    token = session_token(server)
-    request = urllib.request.Request(
-        server.url + "/api/v1/posts", method="POST", data=json.dumps({"title": "Trip", "content": "Pack light."}).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        created = json.load(response)
-    edit_url = f"{server.url}/posts/{created['id']}/edit"
-    laptop_context, phone_context = browser.new_context(), browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    try:
-        laptop, phone = laptop_context.new_page(), phone_context.new_page()
-        for page in (laptop, phone):
-            sign_in(page, server)
-            page.goto(edit_url)
-            page.locator("textarea[name=content]").wait_for()
+    with two_devices_editing(server, browser, "Trip", "Pack light.") as (laptop, phone):
         laptop.fill("input[name=title]", "Trip to the coast")
         laptop.click("main button[type=submit]")
         laptop.locator("article.post h1", has_text="Trip to the coast").wait_for()
@@ -135,6 +128,3 @@ def test_two_devices_changing_different_fields_of_one_post_are_merged(server, br
         phone.locator("#flash", has_text="together with the change you saved meanwhile").wait_for()
         assert phone.locator("article.post h1").inner_text() == "Trip to the coast"
         assert "Pack light, and a raincoat." in phone.locator("article.post .post-content").inner_text()
-    finally:
-        laptop_context.close()
-        phone_context.close()
