@@ -221,7 +221,10 @@ async function sendOrWait(event, request) {
   const copy = request.clone()
   const fields = request.clone()
   try {
-    return await fetch(request)
+    const response = await fetch(request)
+    // Saved from the page a refused write showed (the conflict page's form): what that write kept has done its work.
+    if (response.ok) event.waitUntil(settleRefused(copy.url))
+    return response
   } catch (offline) {
     const type = copy.headers.get("Content-Type") || ""
     // A post's form is multipart (it may carry a picture): its bytes wait as they are, the picture with them.
@@ -278,14 +281,28 @@ async function sendInOrder() {
       continue
     }
     // Refused (a stale version, a form with errors, a session that ended): the person sees the page they would have
-    // seen online, at /offline/refused/<key>, never a write dropped silently.
+    // seen online, at /offline/refused/<key>, never a write dropped silently. It stays listed, with what was typed
+    // in that page's form, until they save from it or discard it.
     await putWrite({ ...write, state: "refused", answer: { status: response.status, html: await response.text() } })
   }
   await tellPages({ type: "writes-changed" })
 }
 
-// A refused write's page stays a few minutes after it was first shown (a reload shows it again), then goes.
-const refusedShownFor = 10 * 60 * 1000
+// Where saving what a refused write kept goes: its own address, or its list's when what it changed was deleted (the
+// page then offers to publish it anew).
+const savesTo = (write) => {
+  const path = new URL(write.url).pathname
+  return write.answer && write.answer.status === 410 ? path.replace(/\/[^/]+$/, "") : path
+}
+
+// A save to where a refused write's page saves: that write is settled.
+async function settleRefused(url) {
+  const owner = await currentOwner()
+  const path = new URL(url).pathname
+  const settled = (await allWrites()).filter((write) => write.state === "refused" && write.owner === owner && savesTo(write) === path)
+  for (const write of settled) await deleteWrite(write.key)
+  if (settled.length > 0) await tellPages({ type: "writes-changed" })
+}
 
 async function refusedAnswer(key) {
   const write = (await allWrites()).find((write) => write.key === key && write.state === "refused")
@@ -307,6 +324,8 @@ self.addEventListener("message", (event) => {
   const reply = (value) => event.ports[0] && event.ports[0].postMessage(value)
   if (message.type === "send-waiting") event.waitUntil(sendWaiting().then(() => reply(true), () => reply(false)))
   if (message.type === "offline-state") event.waitUntil(offlineState().then(reply))
+  // "Discard my changes" on a refused write's page.
+  if (message.type === "discard") event.waitUntil(discard(message.key).then(reply, () => reply(null)))
   // The session ended (the stream's signed-out event): nothing of this person stays for whoever comes next.
   if (message.type === "signed-out") event.waitUntil(setState("owner", "public").then(() => forget("public", { writes: true })))
 })
@@ -325,12 +344,18 @@ async function offlineState() {
       pages.push({ url: url.pathname + url.search, title, keptAt: copy.headers.get("Foyer-Kept-At") })
     }
   }
-  const writes = []
-  for (const write of await allWrites()) {
-    if (write.shownAt && Date.now() - write.shownAt > refusedShownFor) await deleteWrite(write.key)
-    else if (write.owner === owner && !write.shownAt) writes.push(write)
-  }
+  const writes = (await allWrites()).filter((write) => write.owner === owner)
   return { owner, pages, writes }
+}
+
+// The refused write's page, once discarded: where the person goes next (what the write was for).
+async function discard(key) {
+  const owner = await currentOwner()
+  const write = (await allWrites()).find((write) => write.key === key && write.owner === owner && write.state === "refused")
+  if (!write) return null
+  await deleteWrite(key)
+  await tellPages({ type: "writes-changed" })
+  return write.answer.status === 410 ? savesTo(write) : write.show
 }
 
 async function tellPages(message) {

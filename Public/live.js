@@ -281,3 +281,15 @@ if (!customElements.get("turbo-stream-source")) {
     document.cookie = "tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; samesite=lax"
   }
 })()
+
+// A part that says which version of its record it shows (data-version) is replaced only by a newer one: an edit
+// form open at version 7 hears of a save at 8, not of a change that left the version as it was (a picture's sizes)
+// nor of an older event replayed on reconnect.
+document.addEventListener("turbo:before-stream-render", (event) => {
+  const stream = event.target
+  const incoming = stream.templateContent && stream.templateContent.firstElementChild
+  if (!incoming || !incoming.dataset.version) return
+  const targets = stream.targetElements || []
+  const newer = (target) => !target.dataset.version || Number(incoming.dataset.version) > Number(target.dataset.version)
+  if (targets.length > 0 && !targets.some(newer)) event.preventDefault()
+})

@@ -1,7 +1,8 @@
 // The page's half of working offline (the worker is Public/foyer-worker.js, served at /service-worker.js): registers
 // the worker, gives every change Turbo sends an Idempotency-Key (so one sent twice is stored once), and shows what
 // the worker knows: "Offline — showing this page as it was at 14:05" on a kept copy, changes not sent yet where they
-// belong, the kept pages on the offline page, and a change the server refused when it finally arrived.
+// belong, the kept pages on the offline page, and a change the server refused when it finally arrived (kept, with
+// what was typed, until it is saved or discarded).
 ;(() => {
   if (!("serviceWorker" in navigator)) return
   navigator.serviceWorker.register("/service-worker.js", { scope: "/" }).catch(() => {})
@@ -22,13 +23,13 @@
   })
 
   // Asks the worker (which holds the caches and the queue) and waits for its answer.
-  function askWorker(type) {
+  function askWorker(type, details = {}) {
     const worker = navigator.serviceWorker.controller
     if (!worker) return Promise.resolve(null)
     return new Promise((resolve) => {
       const channel = new MessageChannel()
       channel.port1.onmessage = (event) => resolve(event.data)
-      worker.postMessage({ type }, [channel.port2])
+      worker.postMessage({ type, ...details }, [channel.port2])
     })
   }
 
@@ -53,11 +54,16 @@
   const statusLabels = { OPEN: "Open", ASSIGNED: "Assigned", COMPLETE: "Complete" }
   const describe = (write) => (write.kind === "status" ? `marked ${statusLabels[write.status] || write.status}` : `“${write.title}”`)
 
+  // What the server said when a waiting write arrived: a newer version (409 from a form, 412 from If-Match), the
+  // thing itself gone (410), or anything else it refused.
+  const refusedLabels = { 409: "Not saved: changed by someone else", 412: "Not saved: changed by someone else", 410: "Not saved: it was deleted" }
+
   function badge(write) {
-    const element = document.createElement(write.state === "refused" ? "a" : "span")
-    element.className = "waiting-badge waiting-write"
-    element.textContent = write.state === "refused" ? "Refused — see why" : "Not sent yet"
-    if (write.state === "refused") element.href = `/offline/refused/${write.key}`
+    const refused = write.state === "refused"
+    const element = document.createElement(refused ? "a" : "span")
+    element.className = refused ? "waiting-badge waiting-write refused-badge" : "waiting-badge waiting-write"
+    element.textContent = refused ? refusedLabels[write.answer.status] || "Refused — see why" : "Not sent yet"
+    if (refused) element.href = `/offline/refused/${write.key}`
     return element
   }
 
@@ -106,8 +112,23 @@
     }))
   }
 
+  // The page of a refused write holds what was typed, in the server's form: it can be saved from there, or let go.
+  function offerDiscard() {
+    const key = /^\/offline\/refused\/([^/]+)$/.exec(location.pathname)
+    const actions = document.querySelector("main form .form-actions")
+    if (!key || !actions || actions.querySelector("[data-discard-write]")) return
+    const button = Object.assign(document.createElement("button"), { type: "button", className: "secondary", textContent: "Discard my changes" })
+    button.dataset.discardWrite = key[1]
+    button.addEventListener("click", async () => {
+      const next = await askWorker("discard", { key: key[1] })
+      Turbo.visit(next || "/", { action: "replace" })
+    })
+    actions.append(" ", button)
+  }
+
   async function render() {
     if (document.documentElement.hasAttribute("data-turbo-preview")) return
+    offerDiscard()
     showCopyNotice()
     const state = await askWorker("offline-state")
     if (!state) return
@@ -116,10 +137,11 @@
     showRefused(state)
   }
 
-  // A change refused when it arrived is shown as the page the server answered, once. True when it goes there.
+  // A change refused when it arrived is shown as the page the server answered, once (afterwards it stays listed,
+  // with its link, until it is saved or discarded). True when it goes there.
   let showingRefused = null
   function showRefused(state) {
-    const refused = state.writes.find((write) => write.state === "refused")
+    const refused = state.writes.find((write) => write.state === "refused" && !write.shownAt)
     if (!refused || document.visibilityState !== "visible") return false
     if (showingRefused !== refused.key) {
       showingRefused = refused.key

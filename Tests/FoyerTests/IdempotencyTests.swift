@@ -30,13 +30,15 @@ import Testing
         let runs = NIOLockedValueBox(0)
         var count: Int { runs.withLockedValue { $0 } }
 
-        func run(status: HTTPResponse.Status = .created) -> Response {
+        func run(status: HTTPResponse.Status = .created, retryAfter: String? = nil) -> Response {
             let number = runs.withLockedValue { runs in
                 runs += 1
                 return runs
             }
+            var headers: HTTPFields = [.contentType: "application/json", .location: "/api/v1/posts/\(number)"]
+            if let retryAfter { headers[.retryAfter] = retryAfter }
             return Response(
-                status: status, headers: [.contentType: "application/json", .location: "/api/v1/posts/\(number)"],
+                status: status, headers: headers,
                 body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"id":\#(number)}"#))
             )
         }
@@ -124,9 +126,11 @@ import Testing
     @Test(arguments: TestStoreKind.allCases) func anAnswerARetryMayNotMeetAgainReleasesTheKey(kind: TestStoreKind) async throws {
         let setup = try await setup(kind)
         let handler = Handler()
-        for status: HTTPResponse.Status in [.internalServerError, .badGateway, .tooManyRequests, .conflict, .requestTimeout] {
+        for status: HTTPResponse.Status in [.internalServerError, .badGateway, .tooManyRequests, .requestTimeout] {
             _ = try await setup.keys.respond(key: "k-5", caller: setup.ada, fingerprint: "f") { handler.run(status: status) }
         }
+        // A 409 that says to come back (something still busy), unlike a conflict of versions.
+        _ = try await setup.keys.respond(key: "k-5", caller: setup.ada, fingerprint: "f") { handler.run(status: .conflict, retryAfter: "1") }
         struct Failed: Error {}
         await #expect(throws: Failed.self) { try await setup.keys.respond(key: "k-5", caller: setup.ada, fingerprint: "f") { throw Failed() } }
         #expect(handler.count == 5)
@@ -135,6 +139,21 @@ import Testing
         #expect(invalid.status == .unprocessableContent)
         _ = try await setup.keys.respond(key: "k-5", caller: setup.ada, fingerprint: "f") { handler.run() }
         #expect(handler.count == 6)
+    }
+
+    /// A write judged stale (409 without Retry-After, or 412) is judged once: its replay is that judgement, even
+    /// after the version it was refused for is gone too.
+    @Test(arguments: TestStoreKind.allCases) func aConflictOfVersionsIsKeptAndReplayed(kind: TestStoreKind) async throws {
+        let setup = try await setup(kind)
+        let handler = Handler()
+        for (key, status) in [("k-409", HTTPResponse.Status.conflict), ("k-412", .preconditionFailed)] {
+            let first = try await setup.keys.respond(key: key, caller: setup.ada, fingerprint: "f") { handler.run(status: status) }
+            let again = try await setup.keys.respond(key: key, caller: setup.ada, fingerprint: "f") { handler.run() }
+            #expect(first.status == status)
+            #expect(again.status == status)
+            #expect(again.headers[.idempotentReplayed] == "true")
+        }
+        #expect(handler.count == 2)
     }
 
     @Test(arguments: TestStoreKind.allCases) func aFirstRequestThatNeverAnsweredIsTakenOverAfterTwoMinutes(kind: TestStoreKind) async throws {

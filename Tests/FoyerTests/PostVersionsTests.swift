@@ -192,4 +192,68 @@ import Testing
             }
         }
     }
+
+    /// A post its author deleted answers `410` to reads and writes (a form or a queue opened before then learns why),
+    /// an id that never was `404`; the form's save shows what was typed, ready to publish as a new post.
+    @Test(arguments: TestStoreKind.allCases) func aDeletedPostIsGoneAndItsFormKeepsWhatWasTyped(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Short-lived", content: "Soon gone")
+            #expect(try await Self.write(client, .delete, id: id, token: ada, ifMatch: #""1""#).status == .noContent)
+            try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.status == .gone) }
+            for method: HTTPRequest.Method in [.patch, .put, .delete] {
+                let gone = try await Self.write(client, method, id: id, token: ada, ifMatch: #""1""#, method == .delete ? nil : #"{"title": "Too late"}"#)
+                #expect(gone.status == .gone && (gone.json["error"] as? String ?? "").contains("deleted"), "\(method)")
+            }
+            #expect(try await Self.write(client, id: id + 1000, token: ada, #"{"title": "Never was"}"#).status == .notFound)
+            let typed = try await client.execute(
+                uri: "/posts/\(id)", method: .post, headers: session.headers,
+                body: formBody([("authenticity_token", session.csrf), ("_method", "patch"), ("version", "1"), ("title", "Too late"), ("content", "Typed meanwhile")])
+            ) { $0 }
+            #expect(typed.status == .gone && typed.text.contains("was deleted by its author"))
+            #expect(typed.text.contains(#"<form action="/posts" method="post""#) && typed.text.contains("Typed meanwhile</textarea>"))
+            #expect(!typed.text.contains(#"name="version""#))
+        }
+    }
+
+    /// The edit form follows the posts stream and has a place for "saved elsewhere", at the version it shows.
+    @Test func anEditFormHasASlotForANewerVersionAndTheStreamFillsIt() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let (ada, _) = try await signIn(client)
+            let id = try await createPost(client, token: ada, title: "Open", content: "In a form")
+            try await client.execute(uri: "/posts/\(id)/edit", method: .get, headers: session.headers) { response in
+                #expect(response.text.contains("<turbo-stream-source src=\"/streams/"))
+                #expect(response.text.contains(#"<p id="post_\#(id)_changed" data-version="1" hidden></p>"#))
+            }
+        }
+        let views = try await Views(directory: packageRoot + "/Templates", turboScriptURL: "/turbo.min.js", offline: false)
+        let store = try await Store.fresh(.sqlite)
+        defer { store.close() }
+        let ada = try await UserRepository(store: store, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)
+        let posts = PostRepository(store: store, blocks: Blocks(store: store), onChange: { _ in })
+        let created = try await posts.create(PostChanges(title: "Open", content: "."), author: ada)
+        let saved = try await posts.update(created, with: PostChanges(title: "Saved elsewhere"))
+        let html = PostFragments(views: views).html(for: .updated(saved))
+        #expect(html.contains(#"<turbo-stream action="replace" target="post_\#(saved.id)_changed">"#))
+        #expect(html.contains(#"role="status" data-version="2">"#) && html.contains("saved a newer version of this post"))
+    }
+
+    /// The newest 50 versions are kept: a write made from one older than those cannot be merged, and is a conflict.
+    @Test(arguments: TestStoreKind.allCases) func onlyTheNewestVersionsAreKept(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await UserRepository(store: store, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)
+        let posts = PostRepository(store: store, blocks: Blocks(store: store), onChange: { _ in })
+        var post = try await posts.create(PostChanges(title: "Busy", content: "0"), author: ada)
+        for edit in 1...(PostVersionRows.kept + 5) { post = try await posts.update(post, with: PostChanges(content: "\(edit)")) }
+        #expect(post.post.version == PostVersionRows.kept + 6)
+        #expect(try await posts.snapshot(of: post.id, at: 6) == nil)
+        #expect(try await posts.snapshot(of: post.id, at: 7)?.content == "6")
+        #expect(try await posts.merge(PostChanges(title: "From long ago"), from: .ifMatch([1]), into: post) == nil)
+        #expect(try await posts.merge(PostChanges(title: "From lately"), from: .ifMatch([7]), into: post) != nil)
+    }
 }

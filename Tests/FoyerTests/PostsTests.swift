@@ -208,7 +208,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
                 #expect(response.headers[.location] == "/posts")
             }
             try await client.execute(uri: "/posts/\(id)", method: .get) { response in
-                #expect(response.status == .notFound)
+                #expect(response.status == .gone, "deleted by its author, which a reader may be told")
             }
         }
     }

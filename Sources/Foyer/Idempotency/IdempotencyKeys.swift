@@ -10,7 +10,8 @@ import NIOCore
 /// request is still running is `409`; a key that is empty or over 255 characters is `400`. Keys are the caller's own.
 ///
 /// What is kept is the answer a request ran to: a redirect after a form, a created post's JSON, a GraphQL mutation's
-/// result. An answer that fails for reasons a retry may not meet again (5xx, 408, 409, 429) or that failed before a
+/// result, and a write refused as stale (`409`, `412`): its replay is that judgement, not a second one. An answer that
+/// fails for reasons a retry may not meet again (5xx, 408, 429, a `409` with `Retry-After`) or that failed before a
 /// route answered (thrown to ErrorMiddleware) releases the key, so the retry runs; so does an answer carrying a
 /// credential (a session token or the session cookie): those are never stored.
 struct IdempotencyKeys: Sendable {
@@ -104,7 +105,9 @@ struct IdempotencyKeys: Sendable {
 
     static func isKeepable(_ response: Response) -> Bool {
         let code = response.status.code
-        guard code < 500, ![408, 409, 429].contains(code), response.headers[.xSessionToken] == nil else { return false }
+        guard code < 500, ![408, 429].contains(code), code != 409 || response.headers[.retryAfter] == nil,
+            response.headers[.xSessionToken] == nil
+        else { return false }
         return !response.headers[values: .setCookie].contains { $0.hasPrefix("\(SessionCookie.name)=") }
     }
 

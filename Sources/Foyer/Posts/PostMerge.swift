@@ -19,6 +19,10 @@ struct PostSnapshot: Sendable, Equatable {
 
 /// The SQL both stores run for versions.
 enum PostVersionRows {
+    /// Versions kept per post, the newest: a write made from an older one cannot be merged and is a conflict, as
+    /// any write from a version nobody kept would be.
+    static let kept = 50
+
     /// Every post's current version, for posts written before versions were kept.
     static let backfill = """
         INSERT INTO post_versions (post_id, version, title, content, picture_id, picture_alt, created_at)

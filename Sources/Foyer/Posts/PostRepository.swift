@@ -124,15 +124,23 @@ public struct PostRepository: Sendable {
         }
     }
 
-    /// The post named by the route's `{id}`: 404 for an unknown or malformed id, and for one the caller may not see.
+    /// The post named by the route's `{id}`: 404 for an unknown or malformed id, and for one the caller may not see;
+    /// 410 for one its author deleted (a write from a form or a queue opened before then is told why it failed).
     func find(in context: some CallerContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), let published = try await find(id: id), published.isVisible(to: context.caller),
-            try await !blocks.keptApart(from: context.caller).contains(published.post.authorId)
-        else {
-            throw AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
+        let notFound = AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
+        guard let id = Int64(raw) else { throw notFound }
+        guard let published = try await find(id: id) else {
+            throw try await storage.wasDeleted(id: id) ? Self.gone(id) : notFound
+        }
+        guard published.isVisible(to: context.caller), try await !blocks.keptApart(from: context.caller).contains(published.post.authorId) else {
+            throw notFound
         }
         return published
+    }
+
+    static func gone(_ id: Int64) -> AppError {
+        AppError(.gone, title: "Post deleted", message: "Post \(id) was deleted by its author.")
     }
 
     /// The post named by the route's `{id}`, when the signed-in user wrote it: 403 for anyone else.

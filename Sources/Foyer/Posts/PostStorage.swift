@@ -21,6 +21,8 @@ protocol PostStorage: Sendable {
     func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot?
     /// `version`: only while the post is at it (nil: whatever it is at).
     func delete(id: Int64, version: Int?) async throws -> Bool
+    /// Whether a post of this id was deleted by its author (only the id and when are kept, none of its words).
+    func wasDeleted(id: Int64) async throws -> Bool
     func count() async throws -> Int
 }
 
@@ -109,6 +111,9 @@ struct SQLitePostStorage: PostStorage {
             sql: "INSERT INTO post_versions (post_id, version, title, content, picture_id, picture_alt, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             arguments: [post.id, post.version, snapshot.title, snapshot.content, snapshot.pictureId, snapshot.alt, post.updatedAt]
         )
+        try db.execute(
+            sql: "DELETE FROM post_versions WHERE post_id = ? AND version <= ?", arguments: [post.id, post.version - PostVersionRows.kept]
+        )
     }
 
     func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot? {
@@ -122,8 +127,14 @@ struct SQLitePostStorage: PostStorage {
     func delete(id: Int64, version: Int?) async throws -> Bool {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM posts WHERE id = ? AND (? IS NULL OR version = ?)", arguments: [id, version, version])
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            try db.execute(sql: "INSERT OR REPLACE INTO deleted_posts (id, deleted_at) VALUES (?, ?)", arguments: [id, Date()])
+            return true
         }
+    }
+
+    func wasDeleted(id: Int64) async throws -> Bool {
+        try database.readNow { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM deleted_posts WHERE id = ?", arguments: [id]) ?? false }
     }
 
     func count() async throws -> Int {
@@ -255,6 +266,9 @@ struct PostgresPostStorage: PostStorage {
             INSERT INTO post_versions (post_id, version, title, content, picture_id, picture_alt, created_at)
             VALUES (\(post.id), \(post.version), \(snapshot.title), \(snapshot.content), \(snapshot.pictureId), \(snapshot.alt), \(post.updatedAt))
             """, logger: logger)
+        try await connection.run(
+            "DELETE FROM post_versions WHERE post_id = \(post.id) AND version <= \(post.version - PostVersionRows.kept)", logger: logger
+        )
     }
 
     func snapshot(of id: Int64, at version: Int) async throws -> PostSnapshot? {
@@ -267,7 +281,14 @@ struct PostgresPostStorage: PostStorage {
     }
 
     func delete(id: Int64, version: Int?) async throws -> Bool {
-        try await !store.query("DELETE FROM posts WHERE id = \(id) AND (\(version)::integer IS NULL OR version = \(version)) RETURNING id").isEmpty
+        try await !store.query("""
+            WITH gone AS (DELETE FROM posts WHERE id = \(id) AND (\(version)::integer IS NULL OR version = \(version)) RETURNING id)
+            INSERT INTO deleted_posts (id, deleted_at) SELECT id, now() FROM gone ON CONFLICT (id) DO UPDATE SET deleted_at = excluded.deleted_at RETURNING id
+            """).isEmpty
+    }
+
+    func wasDeleted(id: Int64) async throws -> Bool {
+        try await !store.query("SELECT 1 FROM deleted_posts WHERE id = \(id)").isEmpty
     }
 
     func count() async throws -> Int {

@@ -88,22 +88,26 @@ struct PostFormView: Sendable {
     let current: PictureView?
     /// The version the edit form was rendered at: a save from it goes only over that version.
     var version: Int? = nil
+    /// Where an edit form shows that a newer version was saved while it is open (`posts/changed`).
+    var changedNoticeID: String? = nil
 }
 
-/// `posts/conflict`: a save from a form rendered at an older version. Their version (the post as it is now) beside
-/// yours, and the form again, filled with yours, at the version it is now.
-struct PostConflictView: Sendable {
-    struct Side: Sendable {
-        let title: String
-        let contentHTML: String
-        let alt: String?
-    }
-
-    let theirs: Side
-    /// Who saved it, and when.
+/// `posts/changed`: shown in an open edit form when its post is saved elsewhere (the live stream replaces the
+/// form's empty slot; `live.js` applies it only over an older version than this one).
+struct PostChangedNoticeView: Sendable {
+    let slotID: String
+    let version: Int
     let savedBy: String
     let savedAt: TimeView
-    let yours: Side
+
+    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
+        slotID = Self.slotID(published.id)
+        version = published.post.version
+        savedBy = published.author.name
+        savedAt = time.view(of: published.post.updatedAt)
+    }
+
+    static func slotID(_ id: Int64) -> String { "post_\(id)_changed" }
 }
 
 /// What a write did to a post, for whoever follows posts.
@@ -122,7 +126,7 @@ enum PostChange: Sendable {
 }
 
 /// The `<turbo-stream>` HTML that shows a post change on open pages: the first list page (`posts`), rows
-/// (`post_ID`) and the post's own page (`post_ID_content`, `post_ID_detail`).
+/// (`post_ID`), the post's own page (`post_ID_content`, `post_ID_detail`) and its open edit forms (`post_ID_changed`).
 struct PostFragments: Sendable {
     let views: Views
 
@@ -133,6 +137,7 @@ struct PostFragments: Sendable {
         case .updated(let published):
             TurboStream.replace("post_\(published.id)", views.render("posts/row", PostRowView(published)))
                 + TurboStream.replace("post_\(published.id)_content", views.render("posts/content", PostContentView(published)))
+                + TurboStream.replace(PostChangedNoticeView.slotID(published.id), views.render("posts/changed", PostChangedNoticeView(published)))
         case .deleted(let id):
             TurboStream.remove("post_\(id)") + TurboStream.replace("post_\(id)_detail", views.render("posts/deleted", ["id": id]))
         }

@@ -216,7 +216,7 @@ struct PostsAPIController {
                 response.headers[.eTag] = PostPrecondition.etag(updated.post.version)
                 return response
             } catch let changed as PostChanged {
-                guard let current = changed.current else { throw Self.gone(published.id) }
+                guard let current = changed.current else { throw PostRepository.gone(published.id) }
                 published = current
             }
         }
@@ -292,10 +292,6 @@ struct PostsAPIController {
         if changes.picture != nil { fields.append("picture") }
         if let alt = changes.alt, alt != current.picture?.alt { fields.append("alt") }
         return fields
-    }
-
-    static func gone(_ id: Int64) -> AppError {
-        AppError(.gone, title: "Post deleted", message: "Post \(id) was deleted while you were changing it.")
     }
 
     /// `{"title", "content", "alt"}`, flat or under `post` as Rails clients send (`"picture": null` removes the

@@ -100,18 +100,27 @@ struct PostsController {
         }
     }
 
+    /// The form follows the posts stream from before the post is read: a save elsewhere while it is open shows there.
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
+        let position = streams.position(of: .posts)
         let published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         var changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
         changes.baseVersion = published.post.version
-        return form(request: request, context: context, changes: changes, id: published.id, current: published.picture)
+        return form(request: request, context: context, changes: changes, id: published.id, current: published.picture, livePosition: position)
     }
 
     /// The form carries the version it was rendered at: a save from an older one is a `409` page with both
-    /// versions and the form again, filled with what was typed, at the version the post is now.
+    /// versions and the form again, filled with what was typed, at the version the post is now. A post deleted
+    /// meanwhile is a `410` page that still holds what was typed.
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
-        let published = try await posts.findOwn(in: context)
+        let position = streams.position(of: .posts)
+        let published: PublishedPost
+        do {
+            published = try await posts.findOwn(in: context)
+        } catch let error as AppError where error.status == .gone {
+            return try await deletedPage(request: request, context: context, changes: Self.formChanges(request), error: error)
+        }
         try rules.terms.requireAccepted(by: context.identity)
         let changes = try await Self.formChanges(request)
         let precondition = PostPrecondition(request, bodyVersion: changes.baseVersion)
@@ -123,13 +132,13 @@ struct PostsController {
             // The form's own mistakes first, whatever version it was rendered at.
             return form(
                 request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
-                status: invalid.status
+                status: invalid.status, livePosition: position
             )
         }
         if !precondition.holds(at: published.post.version) {
             // Saved meanwhile elsewhere: this form's changes go over it when they touch other fields.
             guard case .merged(let fields)? = try await posts.merge(changes, from: precondition, into: published) else {
-                return conflictPage(request: request, context: context, current: published, yours: changes)
+                return conflictPage(request: request, context: context, current: published, yours: changes, livePosition: position)
             }
             (write, merged) = (PostMerge.restricted(changes, to: fields), true)
         }
@@ -141,33 +150,47 @@ struct PostsController {
         } catch let invalid as ValidationFailed {
             return form(
                 request: request, context: context, changes: changes, id: published.id, current: published.picture, errors: invalid,
-                status: invalid.status
+                status: invalid.status, livePosition: position
             )
         } catch let changed as PostChanged {
-            guard let current = changed.current else { throw PostsAPIController.gone(published.id) }
-            return conflictPage(request: request, context: context, current: current, yours: changes)
+            guard let current = changed.current else {
+                return deletedPage(request: request, context: context, changes: changes, error: PostRepository.gone(published.id))
+            }
+            // Read after the position: the stream tells the form of anything saved after this version.
+            return conflictPage(request: request, context: context, current: current, yours: changes, livePosition: position)
         }
     }
 
-    private func conflictPage(request: Request, context: SignedInContext, current: PublishedPost, yours changes: PostChanges) -> Response {
+    private func conflictPage(
+        request: Request, context: SignedInContext, current: PublishedPost, yours changes: PostChanges, livePosition: String
+    ) -> Response {
         metrics.writeConflict(.refused)
         var retry = changes
         retry.baseVersion = current.post.version
         let theirs = current.post
         // A picture's description, when there is a picture and it has one.
         let hasPicture = current.picture != nil || { if case .replace? = changes.picture { true } else { false } }()
-        func described(_ alt: String?) -> String? { hasPicture ? alt.flatMap { $0.isBlank ? nil : $0 } : nil }
-        let conflict = PostConflictView(
-            theirs: .init(title: theirs.title, contentHTML: PostText.html(theirs.content), alt: described(current.picture?.alt)),
-            savedBy: current.author.name, savedAt: ReaderTime(request).view(of: theirs.updatedAt),
+        func described(_ alt: String?) -> String? { hasPicture ? alt.flatMap { $0.isBlank ? nil : "Picture: \($0)" } : nil }
+        let conflict = ConflictView(
+            noun: "post", savedBy: current.author.name, savedAt: ReaderTime(request).view(of: theirs.updatedAt),
+            theirs: .init(title: theirs.title, bodyHTML: PostText.html(theirs.content), note: described(current.picture?.alt)),
             yours: .init(
-                title: changes.title ?? theirs.title, contentHTML: PostText.html(changes.content ?? theirs.content),
-                alt: described(changes.alt ?? current.picture?.alt)
+                title: changes.title ?? theirs.title, bodyHTML: PostText.html(changes.content ?? theirs.content),
+                note: described(changes.alt ?? current.picture?.alt)
             )
         )
         return form(
-            request: request, context: context, changes: retry, id: current.id, current: current.picture, status: .conflict, conflict: conflict
+            request: request, context: context, changes: retry, id: current.id, current: current.picture, status: .conflict,
+            page: .conflict(conflict), livePosition: livePosition
         )
+    }
+
+    /// `410`: the post went while its form was open (or its edit waited offline). What was typed is kept, in a form
+    /// that publishes it as a new post.
+    private func deletedPage(request: Request, context: SignedInContext, changes: PostChanges, error: AppError) -> Response {
+        var kept = changes
+        kept.baseVersion = nil
+        return form(request: request, context: context, changes: kept, id: nil, current: nil, status: .gone, page: .deleted(error.message))
     }
 
     @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
@@ -179,7 +202,7 @@ struct PostsController {
 
     private func form(
         request: Request, context: SignedInContext, changes: PostChanges, id: Int64?, current: Picture?,
-        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok, conflict: PostConflictView? = nil
+        errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok, page: FormPage? = nil, livePosition: String? = nil
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
         var values: [String: Any] = [
@@ -191,19 +214,34 @@ struct PostsController {
                 content: FormField("content", value: changes.content ?? "", errors: fieldErrors),
                 picture: FormField("picture", value: "", errors: fieldErrors),
                 alt: FormField("alt", value: changes.alt ?? "", errors: fieldErrors),
-                current: current.map { PictureView($0, lazy: false) }, version: changes.baseVersion
+                current: current.map { PictureView($0, lazy: false) }, version: changes.baseVersion,
+                changedNoticeID: livePosition.flatMap { _ in id.map(PostChangedNoticeView.slotID) }
             ),
         ]
-        if let conflict {
-            values["title"] = "Someone changed this post"
-            values["conflict"] = conflict
+        if let livePosition {
+            (values["stream_path"], values["stream_position"]) = (streams.path(of: .posts), livePosition)
+        }
+        var template = id == nil ? "posts/new" : "posts/edit"
+        switch page {
+        case .conflict(let conflict)?:
+            (values["title"], values["conflict"], template) = (conflict.heading, conflict, "posts/conflict")
+        case .deleted(let message)?:
+            (values["title"], values["deleted_notice"], template) = ("Post deleted", message, "posts/new")
+        case nil:
+            break
         }
         if let errors {
             values["has_errors"] = true
             values["errors"] = errors.fullMessages
         }
-        let template = conflict != nil ? "posts/conflict" : id == nil ? "posts/new" : "posts/edit"
         return views.page(template, values, request: request, context: context, status: status)
+    }
+
+    /// A form page that says why it is shown again.
+    private enum FormPage {
+        case conflict(ConflictView)
+        /// The post was deleted: the form publishes what was typed as a new one.
+        case deleted(String)
     }
 
     /// The form's fields, Rails' `post[…]` names too. A picture in it is made into its variants here, before

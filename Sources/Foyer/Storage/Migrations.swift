@@ -345,6 +345,12 @@ extension SQLiteStore {
             }
             try db.execute(sql: PostVersionRows.backfill)
         }
+        migrator.registerMigration("v27: which posts were deleted, so a write to one is told so (410) rather than 404") { db in
+            try db.create(table: "deleted_posts") { t in
+                t.primaryKey("id", .integer)
+                t.column("deleted_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -690,6 +696,9 @@ extension PostgresMigrations {
             )
             """,
             PostVersionRows.backfill,
+        ]),
+        ("20: which posts were deleted, so a write to one is told so (SQLite's v27)", [
+            "CREATE TABLE deleted_posts (id BIGINT PRIMARY KEY, deleted_at TIMESTAMPTZ NOT NULL)",
         ]),
     ]
 }

@@ -183,11 +183,16 @@ struct TasksController {
     /// so submitting it once more applies the user's changes on top of the latest.
     private func conflictPage(request: Request, context: SignedInContext, server: TaskItem, mine: TaskItem) -> Response {
         let retry = TaskFields(title: mine.title, description: mine.description, status: mine.status ?? "OPEN", version: server.version)
+        func side(_ task: TaskItem) -> ConflictView.Side {
+            let view = TaskView(task)
+            return .init(title: view.title, detail: view.statusLabel, bodyHTML: "<p class=\"task-description\">\(HTML.escape(view.description))</p>")
+        }
+        // The task server's conflict says what it holds now, not who saved it or when.
+        let conflict = ConflictView(noun: "task", savedBy: nil, savedAt: nil, theirs: side(server), yours: side(mine))
         return views.page(
             "tasks/conflict",
             [
-                "title": "Someone changed this task", "form_page": true,
-                "server": TaskView(server), "mine": TaskView(mine),
+                "title": conflict.heading, "form_page": true, "conflict": conflict,
                 "form": retry.view(action: "/tasks/\(server.id)", editing: true),
             ],
             request: request, context: context, status: .conflict

@@ -1,0 +1,26 @@
+/// `shared/conflict`: a save from a form rendered at an older version, for tasks and posts alike (as MediaWiki's
+/// edit conflict page): who saved the newer version and when, theirs beside yours, and then the record's own form,
+/// filled with yours at the version it is now, so saving from it goes over the latest.
+struct ConflictView: Sendable {
+    /// One version, as the reader compares them.
+    struct Side: Sendable {
+        let title: String
+        /// A short fact beside the title (a task's status).
+        var detail: String? = nil
+        /// Already HTML: the record's own rendering of its text.
+        let bodyHTML: String
+        /// A line under it (a picture's description).
+        var note: String? = nil
+    }
+
+    /// "post", "task".
+    let noun: String
+    /// Who saved the newer version, when known (a task server does not say).
+    let savedBy: String?
+    let savedAt: TimeView?
+    let theirs: Side
+    let yours: Side
+
+    /// "Someone changed this post": the page's title and heading.
+    var heading: String { "Someone changed this \(noun)" }
+}
