@@ -109,11 +109,11 @@ def test_a_generated_python_client_registers_a_device(push_foyer, ups, tmp_path)
 
 def test_a_generated_swift_client_registers_a_device(push_foyer, ups):  # noqa: F811
     """Tests/GeneratedClients/Swift: swift-openapi-generator's client from the same document (built by scripts/test)."""
-    binary = os.environ.get("FOYER_SWIFT_CLIENT") or str(REPO / "Tests/GeneratedClients/Swift/.build/debug/RegisterDevice")
+    binary = os.environ.get("FOYER_SWIFT_CLIENT") or str(REPO / "Tests/GeneratedClients/Swift/.build/debug/FoyerClient")
     if not os.access(binary, os.X_OK):
         pytest.fail(f"no generated Swift client at {binary}: scripts/test builds it (swift build in Tests/GeneratedClients/Swift)")
     device_token = ios_token()
-    run = subprocess.run([binary, push_foyer.url, session_token(push_foyer), device_token], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([binary, "register-device", push_foyer.url, session_token(push_foyer), device_token], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"registered {device_token}" in run.stdout
     assert any(i.get("deviceToken") == device_token for i in ups.installations.values())

@@ -1,8 +1,12 @@
 """curl drives the posts API the way a developer tries it: sign in, then create, list, update, delete."""
 import json
+import os
+import subprocess
+
+import pytest
 
 from test_curl import curl, headers_and_body
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer
+from conftest import DEMO_EMAIL, DEMO_PASSWORD, REPO, RunningServer
 
 
 def test_posts_crud_with_the_session_token(server):
@@ -44,7 +48,8 @@ def test_posts_crud_with_the_session_token(server):
     deleted = curl("--include", "-X", "DELETE", "-H", f"Authorization: Bearer {token}", f"{server.url}/api/v1/posts/{post['id']}")
     assert headers_and_body(deleted.stdout)[0] == 204
     gone = curl("--include", f"{server.url}/posts/{post['id']}.json")
-    assert headers_and_body(gone.stdout)[0] == 404
+    assert headers_and_body(gone.stdout)[0] == 410, "deleted by its author"
+    assert headers_and_body(curl("--include", f"{server.url}/posts/{post['id'] + 1000}.json").stdout)[0] == 404
 
 
 def signed_in_curl(server) -> list[str]:
@@ -93,5 +98,33 @@ def test_a_server_that_requires_preconditions_refuses_a_write_without_one(tmp_pa
         status, _, refused = write(running, auth, post["id"], {"title": "No version"})
         assert status == 428 and "If-Match" in refused["error"]
         assert write(running, auth, post["id"], {"title": "Named"}, "-H", 'If-Match: "1"')[0] == 200
+        # The client generated from the OpenAPI document sees the same 428, as its own case.
+        assert edit_with_the_generated_client(running, auth, post["id"])["none"] == "428"
     finally:
         running.stop()
+
+
+def edit_with_the_generated_client(server, auth, post_id: int) -> dict[str, str]:
+    """Tests/GeneratedClients/Swift's `edit-post` (swift-openapi-generator's client, built by scripts/test): each
+    If-Match case it sends, and what it got."""
+    binary = os.environ.get("FOYER_SWIFT_CLIENT") or str(REPO / "Tests/GeneratedClients/Swift/.build/debug/FoyerClient")
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"no generated Swift client at {binary}: scripts/test builds it (swift build in Tests/GeneratedClients/Swift)")
+    token = auth[1].removeprefix("Authorization: Bearer ")
+    run = subprocess.run([binary, "edit-post", server.url, token, str(post_id)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return dict(line.split(" ", 1) for line in run.stdout.splitlines())
+
+
+def test_the_generated_swift_client_sends_if_match_current_stale_any_and_none(server):
+    auth = signed_in_curl(server)
+    created = curl("--include", *auth, "-d", json.dumps({"title": "For the generated client"}), server.url + "/api/v1/posts")
+    post = json.loads(headers_and_body(created.stdout)[2])
+    seen = edit_with_the_generated_client(server, auth, post["id"])
+    assert seen == {
+        "read": '"1"',
+        "current": "200 version 2",
+        "stale": "412 version 2 conflicting title",
+        "any": "200 version 3",
+        "none": "200 version 4",
+    }

@@ -36,7 +36,7 @@ enum PostPrecondition: Sendable, Equatable {
     static func etag(_ version: Int) -> String { "\"\(version)\"" }
 
     init(_ request: Request, bodyVersion: Int?) {
-        if let header = request.headers[values: .ifMatch].joined(separator: ",").nonEmpty {
+        if let header = Self.entityTags(request.headers[values: .ifMatch].joined(separator: ",")).nonEmpty {
             let tags = header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             if tags.contains("*") {
                 self = .any
@@ -52,6 +52,14 @@ enum PostPrecondition: Sendable, Equatable {
         } else {
             self = .none
         }
+    }
+
+    /// A header of entity tags as sent. Clients made by swift-openapi-generator percent-encode every header value
+    /// (`%221%22` for `"1"`, `%2A` for `*`: apple/swift-openapi-generator#529, #857); neither `%` nor a tag holding
+    /// one is valid there, so such a value is read decoded.
+    static func entityTags(_ header: String) -> String {
+        guard header.contains("%"), let decoded = header.removingPercentEncoding else { return header }
+        return decoded
     }
 
     /// True when the write may go over `version`.

@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // A Swift client generated from Foyer's OpenAPI document (Public/openapi.json) by Apple's swift-openapi-generator,
-// as an app would generate one; the interop suite builds it and registers a device with it.
+// as an app would generate one; the interop suite builds it, registers a device and edits a post with it.
 import PackageDescription
 
 let package = Package(
@@ -14,7 +14,7 @@ let package = Package(
     ],
     targets: [
         .executableTarget(
-            name: "RegisterDevice",
+            name: "FoyerClient",
             dependencies: [
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
