@@ -185,7 +185,7 @@ import Testing
             }
             let conflict = try await save(1, content: "Typed on the laptop")
             #expect(conflict.status == .conflict)
-            #expect(conflict.text.contains("Someone changed this post") && conflict.text.contains("Changed on the phone"))
+            #expect(conflict.text.contains("<h1>Someone changed this post</h1>") && conflict.text.contains("Changed on the phone"))
             #expect(conflict.text.contains(#"<textarea id="post-content" name="content""#) && conflict.text.contains("Typed on the laptop</textarea>"))
             #expect(conflict.text.contains(#"<input type="hidden" name="version" value="2">"#))
             try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { #expect($0.json()["content"] as? String == "Changed on the phone") }

@@ -110,6 +110,8 @@ import Testing
             let conflict = try await patch(version: "1", title: "Mine")
             #expect(conflict.status == .conflict)
             #expect(conflict.text.contains("Theirs") && conflict.text.contains("Mine"))
+            // The page tasks and posts share: its heading, and who saved theirs (a task server does not say).
+            #expect(conflict.text.contains("<h1>Someone changed this task</h1>") && conflict.text.contains("someone else saved this task"))
             #expect(conflict.text.contains(#"name="version" value="2""#), "the retry form is at the latest version")
             #expect(try await patch(version: "2", title: "Mine").status == .seeOther)
             try await client.execute(uri: path, method: .get, headers: session.headers) { response in

@@ -241,6 +241,102 @@ def test_a_post_written_offline_waits_at_the_top_of_the_list_then_is_published_o
     context.close()
 
 
+def post_edited_offline_while_changed_elsewhere(server, browser, suffix: str):  # noqa: F811
+    """A post's edit saved offline in Chromium (at 390 px) while another device changes the same field; back online,
+    the queue sends it. Returns the context, the page, the post and the other device's token."""
+    token = session_token(server)
+    code, body = api(server, "POST", "/api/v1/posts", token, {"title": f"Agenda {suffix}", "content": "As it was."})
+    assert code == 201, body
+    created = json.loads(body)
+    context = browser.new_context(timezone_id=ZONE, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    sign_in(page, server)
+    wait_for_page(page, "navigator.serviceWorker.controller !== null", timeout=10000)
+    for path in [f"/posts/{created['id']}", f"/posts/{created['id']}/edit"]:
+        page.goto(server.url + path)
+        page.locator("main h1, main article").first.wait_for()
+    context.set_offline(True)
+    page.fill("textarea[name=content]", f"Typed in a tunnel {suffix}.")
+    page.click("main button[type=submit]")
+    # Kept to send later, shown waiting on the post's page (its kept copy).
+    page.locator(f"[data-waiting-item='/posts/{created['id']}'] .waiting-badge", has_text="Not sent yet").wait_for()
+
+    code, body = api(server, "PATCH", f"/api/v1/posts/{created['id']}", token, {"content": f"Changed on the laptop {suffix}."}, 'If-Match: "1"')
+    assert code == 200, body
+    context.set_offline(False)
+    return context, page, created, token
+
+
+def api(server, method: str, path: str, token: str, body: dict | None = None, *headers: str) -> tuple[int, str]:
+    args = ["-X", method, "-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json"]
+    for header in headers:
+        args += ["-H", header]
+    if body is not None:
+        args += ["-d", json.dumps(body)]
+    code, _, answer = curl_response(server.url + path, *args)
+    return code, answer
+
+
+def post_content(server, post_id, token) -> str:
+    code, body = api(server, "GET", f"/api/v1/posts/{post_id}", token)
+    assert code == 200, body
+    return json.loads(body)["content"]
+
+
+def test_a_post_edited_offline_never_goes_over_a_newer_change_and_what_was_typed_waits_to_be_saved(server, browser):  # noqa: F811
+    suffix = uuid.uuid4().hex[:6]
+    context, page, created, token = post_edited_offline_while_changed_elsewhere(server, browser, suffix)
+    try:
+        # The server's answer when the edit arrived: both versions, and the form with what was typed.
+        page.locator("#server-version").wait_for()
+        assert f"Changed on the laptop {suffix}." in page.locator("#server-version").inner_text()
+        assert f"Typed in a tunnel {suffix}." in page.locator("#my-version").inner_text()
+        assert page.input_value("textarea[name=content]") == f"Typed in a tunnel {suffix}."
+        assert post_content(server, created["id"], token) == f"Changed on the laptop {suffix}.", "the other change intact"
+
+        # The queue keeps it, labelled, on the post's page and on the offline page, until it is saved or discarded.
+        page.goto(server.url + f"/posts/{created['id']}")
+        entry = page.locator(f"[data-waiting-item='/posts/{created['id']}'] .refused-badge")
+        entry.wait_for()
+        assert entry.inner_text() == "Not saved: changed by someone else"
+        screenshot(page, "post-not-saved")
+        page.goto(server.url + "/offline")
+        listed = page.locator("#offline-waiting-list li", has_text=f"Agenda {suffix}")
+        listed.wait_for()
+        assert "Not saved: changed by someone else" in listed.inner_text()
+        screenshot(page, "offline-queue-not-saved")
+
+        listed.locator("a").click()
+        page.locator("#my-version").wait_for()
+        assert page.input_value("textarea[name=content]") == f"Typed in a tunnel {suffix}."
+        page.click("main button[type=submit]")
+        page.locator("article.post .post-content", has_text=f"Typed in a tunnel {suffix}.").wait_for()
+        assert post_content(server, created["id"], token) == f"Typed in a tunnel {suffix}."
+        wait_until(lambda: page.locator(".refused-badge").count() == 0, what="the saved write to leave the queue")
+        page.goto(server.url + "/offline")
+        page.locator("#offline-pages li").first.wait_for()
+        assert page.locator("#offline-waiting-list li").count() == 0
+    finally:
+        context.close()
+
+
+def test_a_refused_offline_edit_can_be_discarded(server, browser):  # noqa: F811
+    suffix = uuid.uuid4().hex[:6]
+    context, page, created, token = post_edited_offline_while_changed_elsewhere(server, browser, suffix)
+    try:
+        page.locator("#my-version").wait_for()
+        page.click("[data-discard-write]")
+        page.wait_for_url(server.url + f"/posts/{created['id']}")
+        page.locator("article.post .post-content", has_text=f"Changed on the laptop {suffix}.").wait_for()
+        assert page.locator(".refused-badge").count() == 0
+        assert post_content(server, created["id"], token) == f"Changed on the laptop {suffix}."
+        page.goto(server.url + "/offline")
+        page.locator("#offline-pages li").first.wait_for()
+        assert page.locator("#offline-waiting-list li").count() == 0
+    finally:
+        context.close()
+
+
 def kept_page_caches(page) -> list[str]:
     return page.evaluate("caches.keys().then(names => names.filter(name => name.startsWith('foyer-pages-')))")
 

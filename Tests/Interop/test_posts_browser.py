@@ -95,13 +95,19 @@ def two_devices_editing(server, browser, title: str, content: str):  # noqa: F81
 
 def test_two_devices_editing_one_post_meet_the_conflict_page_and_save_from_it(server, browser, tmp_path):  # noqa: F811
     """The author on a laptop and on a phone edits the same field from the same read: the second save shows both
-    versions, keeps what was typed, and lands when saved again; the first device's words are never lost unseen."""
+    versions, keeps what was typed, and lands when saved again; the first device's words are never lost unseen.
+    While the phone's form is open, the laptop's save is announced in it, and what the phone typed stays."""
     with two_devices_editing(server, browser, "Shared plans", "Meet at noon.") as (laptop, phone):
+        phone.fill("textarea[name=content]", "Meet at two, typed on the phone.")
+        assert phone.locator("[id$=_changed][role=status]").count() == 0
         laptop.fill("textarea[name=content]", "Meet at one, on the laptop.")
         laptop.click("main button[type=submit]")
         laptop.locator("article.post .post-content", has_text="Meet at one, on the laptop.").wait_for()
 
-        phone.fill("textarea[name=content]", "Meet at two, typed on the phone.")
+        notice = phone.locator("form [id$=_changed][role=status]")
+        notice.wait_for()
+        assert "demo saved a newer version of this post just now" in notice.inner_text()
+        assert phone.input_value("textarea[name=content]") == "Meet at two, typed on the phone."
         with phone.expect_response(lambda response: response.request.method == "POST") as submitted:
             phone.click("main button[type=submit]")
         assert submitted.value.status == 409

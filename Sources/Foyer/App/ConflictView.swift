@@ -21,6 +21,11 @@ struct ConflictView: Sendable {
     let theirs: Side
     let yours: Side
 
-    /// "Someone changed this post": the page's title and heading.
-    var heading: String { "Someone changed this \(noun)" }
+    /// "Someone changed this post": the page's title and heading (stored: templates read only stored properties).
+    let heading: String
+
+    init(noun: String, savedBy: String?, savedAt: TimeView?, theirs: Side, yours: Side) {
+        (self.noun, self.savedBy, self.savedAt, self.theirs, self.yours) = (noun, savedBy, savedAt, theirs, yours)
+        heading = "Someone changed this \(noun)"
+    }
 }
