@@ -41,6 +41,36 @@ def test_a_post_sent_twice_with_one_key_is_stored_once(server):
         assert bad_status == 400 and why in json.loads(bad_body)["error"], bad_body
 
 
+def change_post(server, token: str, post_id: int, key: str, if_match: str, title: str):
+    return curl_response(
+        server.url + f"/api/v1/posts/{post_id}", "-X", "PATCH", "-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json",
+        "-H", f"Idempotency-Key: {key}", "-H", f"If-Match: {if_match}", "--data-binary", json.dumps({"title": title}),
+    )
+
+
+def test_a_write_sent_again_after_its_answer_was_lost_gets_its_first_answer_not_a_second_judgement(server):
+    """A queued write whose answer the network lost is sent again with its key: it was judged once, and that judgement
+    is its answer, 200 or 412, although the post moved on meanwhile (judged again, the 200 would become a 412)."""
+    token = session_token(server)
+    status, _, body = create_post(server, token, str(uuid.uuid4()), "Judged once")
+    post_id = json.loads(body)["id"]
+
+    applied_key, refused_key = str(uuid.uuid4()), str(uuid.uuid4())
+    status, headers, body = change_post(server, token, post_id, applied_key, '"1"', "Applied from version 1")
+    assert status == 200 and json.loads(body)["version"] == 2, body
+    status, headers, refused = change_post(server, token, post_id, refused_key, '"1"', "Refused from version 1")
+    assert status == 412 and headers["content-type"] == "application/problem+json", refused
+    # Someone writes over it; then both come again, as a phone's queue sends what it never heard back about.
+    assert change_post(server, token, post_id, str(uuid.uuid4()), '"2"', "Later, elsewhere")[0] == 200
+    again_status, again_headers, again_body = change_post(server, token, post_id, applied_key, '"1"', "Applied from version 1")
+    assert again_status == 200 and again_headers["idempotent-replayed"] == "true"
+    assert json.loads(again_body)["version"] == 2 and json.loads(again_body)["title"] == "Applied from version 1"
+    again_status, again_headers, again_body = change_post(server, token, post_id, refused_key, '"1"', "Refused from version 1")
+    assert again_status == 412 and again_headers["idempotent-replayed"] == "true" and again_body == refused
+    _, _, now = curl_response(server.url + f"/api/v1/posts/{post_id}")
+    assert json.loads(now)["title"] == "Later, elsewhere" and json.loads(now)["version"] == 3
+
+
 @pytest.fixture(scope="module")
 def slow_upstream(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("idempotency")

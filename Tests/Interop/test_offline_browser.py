@@ -241,9 +241,9 @@ def test_a_post_written_offline_waits_at_the_top_of_the_list_then_is_published_o
     context.close()
 
 
-def post_edited_offline_while_changed_elsewhere(server, browser, suffix: str):  # noqa: F811
-    """A post's edit saved offline in Chromium (at 390 px) while another device changes the same field; back online,
-    the queue sends it. Returns the context, the page, the post and the other device's token."""
+def post_edited_offline_while_changed_elsewhere(server, browser, suffix: str, deleted: bool = False):  # noqa: F811
+    """A post's edit saved offline in Chromium (at 390 px) while another device changes the same field (or deletes
+    the post); back online, the queue sends it. Returns the context, the page, the post and the other device's token."""
     token = session_token(server)
     code, body = api(server, "POST", "/api/v1/posts", token, {"title": f"Agenda {suffix}", "content": "As it was."})
     assert code == 201, body
@@ -261,8 +261,12 @@ def post_edited_offline_while_changed_elsewhere(server, browser, suffix: str):  
     # Kept to send later, shown waiting on the post's page (its kept copy).
     page.locator(f"[data-waiting-item='/posts/{created['id']}'] .waiting-badge", has_text="Not sent yet").wait_for()
 
-    code, body = api(server, "PATCH", f"/api/v1/posts/{created['id']}", token, {"content": f"Changed on the laptop {suffix}."}, 'If-Match: "1"')
-    assert code == 200, body
+    if deleted:
+        code, body = api(server, "DELETE", f"/api/v1/posts/{created['id']}", token, None, 'If-Match: "1"')
+        assert code == 204, body
+    else:
+        code, body = api(server, "PATCH", f"/api/v1/posts/{created['id']}", token, {"content": f"Changed on the laptop {suffix}."}, 'If-Match: "1"')
+        assert code == 200, body
     context.set_offline(False)
     return context, page, created, token
 
@@ -333,6 +337,30 @@ def test_a_refused_offline_edit_can_be_discarded(server, browser):  # noqa: F811
         page.goto(server.url + "/offline")
         page.locator("#offline-pages li").first.wait_for()
         assert page.locator("#offline-waiting-list li").count() == 0
+    finally:
+        context.close()
+
+
+def test_an_offline_edit_of_a_post_deleted_meanwhile_keeps_what_was_typed_to_publish_anew(server, browser):  # noqa: F811
+    suffix = uuid.uuid4().hex[:6]
+    context, page, created, token = post_edited_offline_while_changed_elsewhere(server, browser, suffix, deleted=True)
+    try:
+        page.locator("#post-deleted-notice").wait_for()
+        assert "was deleted by its author" in page.locator("#post-deleted-notice").inner_text()
+        assert page.input_value("textarea[name=content]") == f"Typed in a tunnel {suffix}."
+        page.goto(server.url + "/offline")
+        listed = page.locator("#offline-waiting-list li", has_text=f"Agenda {suffix}")
+        listed.wait_for()
+        assert "Not saved: it was deleted" in listed.inner_text()
+        listed.locator("a").click()
+        page.locator("#post-deleted-notice").wait_for()
+        page.click("main button[type=submit]")  # "Publish": what was typed, as a new post
+        page.locator("article.post .post-content", has_text=f"Typed in a tunnel {suffix}.").wait_for()
+        assert page.url != server.url + f"/posts/{created['id']}"
+        wait_until(lambda: page.evaluate("navigator.serviceWorker.controller !== null"), what="the worker")
+        page.goto(server.url + "/offline")
+        page.locator("#offline-pages li").first.wait_for()
+        assert page.locator("#offline-waiting-list li").count() == 0, "published: nothing waits"
     finally:
         context.close()
 
