@@ -65,7 +65,7 @@ import Testing
             let (_, posts) = try await list(client, "/api/v1/posts")
             #expect((posts.first?["author"] as? [String: Any])?["name"] as? String == "Ada Lovelace")
             try await client.execute(uri: "/api/v1/posts/\(id)", method: .delete, headers: bearer) { #expect($0.status == .noContent) }
-            #expect(try await read().status == .notFound)
+            #expect(try await read().status == .gone)
         }
     }
 
@@ -118,7 +118,7 @@ import Testing
                 #expect(response.status == .noContent)
             }
             try await client.execute(uri: "/api/v1/posts/\(id)", method: .get) { response in
-                #expect(response.status == .notFound)
+                #expect(response.status == .gone)
                 #expect(response.json()["error"] is String)
             }
         }
