@@ -85,7 +85,7 @@ import Testing
         }
         let on = try settings(of: source)
         #expect(on["enabled"] as? Bool == true)
-        #expect(on["precache"] as? [String] == ["/offline", "/foyer.css", "/live.js", "/picture-input.js", "/offline.js", "/turbo.min.js"])
+        #expect(on["precache"] as? [String] == ["/offline", "/foyer.css", "/live.js", "/picture-input.js", "/passkeys.js", "/offline.js", "/turbo.min.js"])
         #expect((on["rules"] as? [[String: Any]])?.isEmpty == false)
         #expect(etag == "\"\(on["version"] as? String ?? "")\"")
         #expect(source.contains(#"self.addEventListener("fetch""#))

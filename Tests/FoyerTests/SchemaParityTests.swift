@@ -47,6 +47,7 @@ import Testing
         case "integer", "bigint", "smallint": "integer"
         case "datetime", "timestamp with time zone": "time"
         case "blob", "bytea": "bytes"
+        case "boolean": "boolean"
         default: "unknown \(type)"
         }
     }

@@ -48,6 +48,19 @@ struct AccountController {
         let settings: Settings
         /// A moderator or admin: the page links the queue.
         let moderates: Bool
+        let passkeys: [PasskeyView]
+        /// Signed in within the last 10 minutes: a passkey may be added (else the page says to sign in again).
+        let mayAddPasskey: Bool
+    }
+
+    /// One passkey on the account page.
+    struct PasskeyView: Sendable {
+        /// The credential id, base64url: its forms' address.
+        let id: String
+        let name: String
+        let created: TimeView
+        let lastUsed: TimeView?
+        let synced: Bool
     }
 
     /// The account's own settings: each form with its fields and what is wrong with them.
@@ -107,9 +120,16 @@ struct AccountController {
             currentPassword: FormField("current_password", value: "", errors: errors(.password)),
             newPassword: FormField("password", value: "", errors: errors(.password))
         )
+        let passkeys = try await signIn.passkeys.list(of: user).map { passkey in
+            PasskeyView(
+                id: passkey.id, name: passkey.name, created: time.view(of: passkey.createdAt), lastUsed: passkey.lastUsedAt.map(time.view(of:)),
+                synced: passkey.backedUp
+            )
+        }
         let account = AccountView(
             email: user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
-            hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings, moderates: user.moderates
+            hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings, moderates: user.moderates,
+            passkeys: passkeys, mayAddPasskey: (try? Passkeys.requireRecentSignIn(identity)) != nil
         )
         return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context, status: status)
     }

@@ -45,6 +45,15 @@ struct AccountMail: Sendable {
         )])
     }
 
+    /// A new way in: if it was not the account's owner, they should know at once.
+    func passkeyAdded(for user: User, name: String) -> AccountWrites {
+        AccountWrites(mails: [compose(
+            to: user.email, name: user.name, subject: "A passkey was added to your Foyer account",
+            paragraphs: ["A passkey named “\(name)” was just added to your Foyer account. It signs in without your password."],
+            button: nil, closing: "If this was not you, remove it at \(origin)/account and change your password at once."
+        )])
+    }
+
     /// Told to the old address when the account moves to a new one.
     func addressChanging(for user: User, to newAddress: String) -> AccountWrites {
         AccountWrites(mails: [compose(

@@ -16,6 +16,11 @@ public struct AppError: Error, CustomStringConvertible {
     public var description: String { "\(status.code) \(message)" }
 }
 
+extension String {
+    /// nil for "": an optional field sent empty is as good as one not sent.
+    var nonEmpty: String? { isEmpty ? nil : self }
+}
+
 extension StringProtocol {
     /// Nothing but white space: Unicode's White_Space, plus the separators U+001C–U+001F that Python counts as
     /// space. The OpenAPI pattern names U+001C–U+001F and U+0085 outright, so every regex engine agrees with this.

@@ -18,7 +18,8 @@ public func buildApplication(
     let push = try PushFeature(app)
     let sessions = SessionsFeature(app, ending: push.sessionEnding)
     let providers = ProvidersFeature(app, keycloak: keycloakSettings, settings: providerSettings, sessions: sessions.sessions)
-    let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers)
+    let passkeys = try PasskeysFeature(app)
+    let signIn = SignInFeature(app, sessions: sessions, providers: providers.providers, passkeys: passkeys.passkeys)
     let accounts = AccountsFeature(app, sessions: sessions, push: push)
     let moderation = try await ModerationFeature(app, mail: accounts.mail)
     let posts = PostsFeature(app, rules: moderation.rules, blocks: moderation.blocks)
@@ -33,7 +34,7 @@ public func buildApplication(
 
     let (router, errors) = try buildRouter(
         app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
-        moderation: moderation, tasks: tasks, idempotency: idempotency
+        moderation: moderation, tasks: tasks, idempotency: idempotency, passkeys: passkeys
     )
     let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds, drain: app.drain)
     let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
@@ -88,7 +89,8 @@ public func buildApplication(
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
     _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
-    accounts: AccountsFeature, posts: PostsFeature, moderation: ModerationFeature, tasks: TasksFeature, idempotency: IdempotencyFeature
+    accounts: AccountsFeature, posts: PostsFeature, moderation: ModerationFeature, tasks: TasksFeature, idempotency: IdempotencyFeature,
+    passkeys: PasskeysFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
     let (config, views) = (app.config, app.views)
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
@@ -113,6 +115,7 @@ func buildRouter(
     HistoricalLocationController(views: views).addRoutes(to: router)
     signIn.addRoutes(to: router, views: views)
     accounts.addRoutes(to: router, signIn: signIn.signIn, views: views, posts: posts.posts)
+    passkeys.addRoutes(to: router, signIn: signIn.signIn, accounts: accounts)
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     moderation.addRoutes(to: router, views: views, signIn: signIn.signIn, posts: posts.posts)
     posts.addRoutes(to: router, views: views, streams: app.streams, config: config, metrics: app.metrics)

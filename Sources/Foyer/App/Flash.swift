@@ -32,6 +32,9 @@ enum Flash: String, CaseIterable, Sendable {
     case blocked = "blocked"
     case postHeld = "post-held"
     case unblocked = "unblocked"
+    case passkeyAdded = "passkey-added"
+    case passkeyRenamed = "passkey-renamed"
+    case passkeyRemoved = "passkey-removed"
 
     static let cookieName = "foyer_flash"
 
@@ -64,6 +67,9 @@ enum Flash: String, CaseIterable, Sendable {
         case .blocked: "Blocked: you will not see their posts or profile, nor they yours. The moderators are told."
         case .unblocked: "Unblocked."
         case .postHeld: "Your post is saved, and a moderator will look at it before others see it."
+        case .passkeyAdded: "Your passkey is added: sign in with it on this device, or wherever it is synced."
+        case .passkeyRenamed: "The passkey is renamed."
+        case .passkeyRemoved: "The passkey is removed: it no longer signs in to this account."
         }
     }
 

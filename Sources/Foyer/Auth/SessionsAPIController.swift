@@ -89,6 +89,12 @@ struct SessionsAPIController {
             } catch let rejected as TokenRejected {
                 return Self.refusal(rejected.description)
             }
+        case .passkey(let assertion):
+            do {
+                verified = try await signIn.verify(passkey: assertion, request: request, context: context)
+            } catch let refusal as WebAuthnRefusal {
+                return Self.refusal("The passkey was refused: \(refusal.description)")
+            }
         case .password(let login, let password):
             if let provider, !(try await provider.client.endpoints().allowsPasswordGrant), provider !== signIn.providers.passwordChecker {
                 throw AppError(
@@ -230,6 +236,8 @@ struct Credentials {
     enum Proof {
         case password(login: String, password: String)
         case idToken(String, nonce: String?)
+        /// A passkey's assertion, as the browser's `PublicKeyCredential.toJSON()` gives it.
+        case passkey(AuthenticationResponseJSON)
     }
 
     let provider: String?
@@ -244,9 +252,10 @@ struct Credentials {
         var nonce: String?
         var session: Nested?
         var user: Nested?
+        var passkey: AuthenticationResponseJSON?
 
         enum CodingKeys: String, CodingKey {
-            case email, username, password, provider, nonce, session, user, idToken = "id_token"
+            case email, username, password, provider, nonce, session, user, passkey, idToken = "id_token"
         }
 
         struct Nested: Decodable {
@@ -260,19 +269,22 @@ struct Credentials {
         var request = request
         let buffer = try await request.collectBody(limitedTo: SessionsAPIController.maximumBodySize)
         let text = String(buffer: buffer)
-        var email: String?, password: String?, provider: String?, idToken: String?, nonce: String?
+        var email: String?, password: String?, provider: String?, idToken: String?, nonce: String?, passkey: AuthenticationResponseJSON?
         let looksLikeJSON = request.isJSONBody || (!request.isFormEncoded && text.first(where: { !$0.isWhitespace }) == "{")
         if looksLikeJSON {
             let body: Body
             do {
                 body = try JSONDecoder().decode(Body.self, from: Data(buffer: buffer))
             } catch {
-                throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"email\": \"…\", \"password\": \"…\"}")
+                throw AppError(
+                    .badRequest,
+                    message: "The body is not valid JSON: expected {\"email\": \"…\", \"password\": \"…\"} or {\"passkey\": <the credential's toJSON()>}"
+                )
             }
             let nested = body.session ?? body.user
             email = body.email ?? body.username ?? nested?.email ?? nested?.username
             password = body.password ?? nested?.password
-            (provider, idToken, nonce) = (body.provider, body.idToken, body.nonce)
+            (provider, idToken, nonce, passkey) = (body.provider, body.idToken, body.nonce, body.passkey)
         } else {
             let fields = FormFields.parse(text)
             email = fields["email"] ?? fields["username"] ?? fields["session[email]"] ?? fields["user[email]"]
@@ -280,6 +292,7 @@ struct Credentials {
             (provider, idToken, nonce) = (fields["provider"], fields["id_token"], fields["nonce"])
         }
         provider = provider.flatMap { $0.isEmpty ? nil : $0 }
+        if let passkey { return Credentials(provider: nil, proof: .passkey(passkey)) }
         if let idToken {
             guard !idToken.isEmpty else { throw AppError(.unprocessableContent, message: "The id_token is empty") }
             return Credentials(provider: provider, proof: .idToken(idToken, nonce: nonce.flatMap { $0.isEmpty ? nil : $0 }))

@@ -19,6 +19,8 @@ struct SignIn: Sendable {
     let idTokens: SingleUseIDTokens
     /// Binds a sign-in that carries a DPoP proof to the app's key.
     let binding: DeviceKeyBinding
+    /// Checks a passkey's assertion (WebAuthn).
+    let passkeys: Passkeys
 
     /// Someone who proved who they are, with what their provider handed over (nothing for a local account).
     struct Verified {
@@ -91,6 +93,24 @@ struct SignIn: Sendable {
             return try await users.authenticate(email: login, password: password).map { Verified(user: $0) }
         }
         return try await provider.authenticate(username: login, password: password).map { Verified(user: $0, provider: provider, tokens: $1) }
+    }
+
+    /// A passkey's assertion: the account it signs in (WebAuthnRefusal says why not). Counted against the client by
+    /// the throttle when refused, like a wrong password.
+    func verify(passkey: AuthenticationResponseJSON, request: Request, context: FoyerRequestContext) async throws -> Verified {
+        var refusal: WebAuthnRefusal?
+        let verified = try await throttled(login: nil, request: request, context: context) { () -> Verified? in
+            do {
+                let userId = try await passkeys.authenticate(passkey, request: request)
+                guard let user = try await users.storage.find(id: userId) else { throw WebAuthnRefusal("the passkey's account is gone") }
+                return Verified(user: user)
+            } catch let refused as WebAuthnRefusal {
+                refusal = refused
+                return nil
+            }
+        }
+        guard let verified else { throw refusal ?? WebAuthnRefusal("the passkey was refused") }
+        return verified
     }
 
     /// The DPoP proof of a sign-in request (no token yet, so no `ath`), spent; nil when it carries none.

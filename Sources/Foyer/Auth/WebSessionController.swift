@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -34,10 +35,23 @@ struct WebSessionController {
         let password = fields["password"] ?? ""
         let verified: SignIn.Verified?
         do {
-            verified = email.isEmpty || password.isEmpty
-                ? nil : try await signIn.verify(login: email, password: password, request: request, context: context)
+            if let assertion = fields["passkey"]?.nonEmpty {
+                // The page's script put the passkey's assertion (its toJSON()) in the form.
+                guard let passkey = try? JSONDecoder().decode(AuthenticationResponseJSON.self, from: Data(assertion.utf8)) else {
+                    throw WebAuthnRefusal("the browser sent no passkey Foyer can read")
+                }
+                verified = try await signIn.verify(passkey: passkey, request: request, context: context)
+            } else {
+                verified = email.isEmpty || password.isEmpty
+                    ? nil : try await signIn.verify(login: email, password: password, request: request, context: context)
+            }
         } catch let throttled as SignInThrottle.Throttled {
             return form.page(request: request, context: context, email: email, returnTo: returnTo, throttled: throttled)
+        } catch let refusal as WebAuthnRefusal {
+            return form.page(
+                request: request, context: context, email: email, returnTo: returnTo,
+                message: "That passkey could not sign you in: \(refusal.description).", status: .unprocessableContent
+            )
         }
         guard let verified else {
             return form.page(

@@ -124,6 +124,8 @@ public struct FoyerConfig: Sendable {
     public var moderation = ModerationSettings()
     /// Whether writes to posts must name the version they change (`Posts/PostsOptions`).
     public var posts = PostsSettings()
+    /// Passkeys' relying party, and the apps that share them and open Foyer's links.
+    public var passkeys = PasskeySettings()
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

@@ -17,7 +17,7 @@ struct OfflineFeature {
 
     init(config: FoyerConfig, views: Views, rules: OfflineRules) throws {
         let offlinePage = views.standalonePage("offline/show", OfflinePageView(), title: "Offline")
-        let precache = [Self.offlinePagePath, "/foyer.css", "/live.js", "/picture-input.js", "/offline.js"] + (config.turboScriptURL.hasPrefix("/") ? [config.turboScriptURL] : [])
+        let precache = [Self.offlinePagePath, "/foyer.css", "/live.js", "/picture-input.js", "/passkeys.js", "/offline.js"] + (config.turboScriptURL.hasPrefix("/") ? [config.turboScriptURL] : [])
         let source = try Self.read(config.publicDirectory + "/foyer-worker.js")
         var version = SHA256()
         version.update(data: Array(source.utf8))

@@ -98,7 +98,3 @@ enum WriteConflictOutcome: String, Sendable, CaseIterable {
     /// No version named: written over whatever was there.
     case unconditional
 }
-
-extension String {
-    fileprivate var nonEmpty: String? { isEmpty ? nil : self }
-}

@@ -351,6 +351,29 @@ extension SQLiteStore {
                 t.column("deleted_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v28: passkeys, their accounts' WebAuthn user handles, and ceremonies' challenges") { db in
+            try db.create(table: "passkey_users") { t in
+                t.primaryKey("user_id", .integer).references("users", onDelete: .cascade)
+                t.column("handle", .text).notNull().unique()
+            }
+            try db.create(table: "passkeys") { t in
+                t.primaryKey("id", .text)
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("name", .text).notNull()
+                t.column("public_key", .text).notNull()
+                t.column("sign_count", .integer).notNull()
+                t.column("backup_eligible", .boolean).notNull()
+                t.column("backed_up", .boolean).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("last_used_at", .datetime)
+            }
+            try db.create(table: "passkey_challenges") { t in
+                t.primaryKey("challenge", .text)
+                t.column("ceremony", .text).notNull()
+                t.column("user_id", .integer).references("users", onDelete: .cascade)
+                t.column("expires_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -699,6 +722,31 @@ extension PostgresMigrations {
         ]),
         ("20: which posts were deleted, so a write to one is told so (SQLite's v27)", [
             "CREATE TABLE deleted_posts (id BIGINT PRIMARY KEY, deleted_at TIMESTAMPTZ NOT NULL)",
+        ]),
+        ("21: passkeys, their accounts' WebAuthn user handles, and ceremonies' challenges (SQLite's v28)", [
+            "CREATE TABLE passkey_users (user_id BIGINT PRIMARY KEY REFERENCES users ON DELETE CASCADE, handle TEXT NOT NULL UNIQUE)",
+            """
+            CREATE TABLE passkeys (
+                id TEXT PRIMARY KEY,
+                user_id BIGINT NOT NULL REFERENCES users ON DELETE CASCADE,
+                name TEXT NOT NULL,
+                public_key TEXT NOT NULL,
+                sign_count BIGINT NOT NULL,
+                backup_eligible BOOLEAN NOT NULL,
+                backed_up BOOLEAN NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                last_used_at TIMESTAMPTZ
+            )
+            """,
+            "CREATE INDEX passkeys_user_id ON passkeys (user_id)",
+            """
+            CREATE TABLE passkey_challenges (
+                challenge TEXT PRIMARY KEY,
+                ceremony TEXT NOT NULL,
+                user_id BIGINT REFERENCES users ON DELETE CASCADE,
+                expires_at TIMESTAMPTZ NOT NULL
+            )
+            """,
         ]),
     ]
 }
