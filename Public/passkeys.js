@@ -93,6 +93,9 @@
   document.addEventListener("turbo:load", () => {
     armAdding()
     armSignIn()
+    // /sign_up: where passkeys work, an account may be made without a password.
+    const signUp = document.querySelector("[data-passkey-sign-up]")
+    if (signUp && supported()) signUp.hidden = false
   })
   // Leaving the page ends a conditional request still waiting.
   document.addEventListener("turbo:before-visit", () => pending?.abort())

@@ -144,3 +144,27 @@ def test_an_authenticator_that_lies_is_refused_and_nothing_changes(passkey_serve
         assert (sign_count(passkey_server, name), sessions(passkey_server)) == before, "no session, the counter as it was"
     finally:
         context.close()
+
+
+def test_an_account_made_with_a_passkey_instead_of_a_password_signs_in_with_it(passkey_server, browser):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    with_authenticator(context, page)
+    try:
+        page.goto(passkey_server.local + "/sign_up")
+        page.locator("#sign-up-with-passkey").wait_for()
+        page.fill("input[name=name]", "Pat Passkey")
+        page.fill("input[name=email]", "pat.passkey@example.com")
+        page.check("input[name=accept_terms]")
+        page.click("#sign-up-with-passkey")
+        page.locator("#flash", has_text="Add your passkey below").wait_for()
+        page.click("#add-passkey")
+        page.locator("#passkey-list .passkey").wait_for()
+        sign_out(page, passkey_server)
+        # No password signs in to it (an empty one is refused by the form; any other is wrong).
+        page.goto(passkey_server.local + "/sign_in")
+        page.wait_for_url(passkey_server.local + "/")  # the browser's autofill offers the passkey at once
+        page.goto(passkey_server.local + "/account")
+        assert page.locator("#account-email").inner_text() == "pat.passkey@example.com"
+    finally:
+        context.close()

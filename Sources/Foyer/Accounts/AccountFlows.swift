@@ -27,8 +27,9 @@ struct AccountFlows: Sendable {
     func checkPassword(_ password: String?, of user: User, field: String = "current_password", clientIP: String?) async throws -> ValidationFailed? {
         guard let password, !password.isEmpty else { return ValidationFailed(errors: [field: ["can't be blank"]]) }
         let attempt = try await throttle.begin(login: user.email, clientIP: clientIP)
-        guard try await signIn.users.passwords.verify(password, hash: user.passwordHash) else {
-            return ValidationFailed(errors: [field: ["is incorrect"]])
+        // An account made with a passkey has no password yet: a reset mail gives it one.
+        guard user.hasPassword, try await signIn.users.passwords.verify(password, hash: user.passwordHash) else {
+            return ValidationFailed(errors: [field: [user.hasPassword ? "is incorrect" : "is not set: this account signs in with a passkey (a reset mail sets a password)"]])
         }
         try await throttle.succeeded(attempt, login: user.email)
         return nil

@@ -25,6 +25,8 @@ struct SignUpController {
         var password = ""
         /// The terms (`/terms`) accepted, as Rails' acceptance validation reads a checkbox: true, "1", "true", "on", "yes".
         var acceptTerms = false
+        /// The form's "Sign up with a passkey" button: no password; the account page then makes the passkey.
+        var withPasskey = false
 
         init() {}
 
@@ -33,6 +35,7 @@ struct SignUpController {
             email = fields["email"] ?? fields["user[email]"] ?? ""
             password = fields["password"] ?? fields["user[password]"] ?? ""
             acceptTerms = Self.isAcceptance(fields["accept_terms"] ?? fields["user[accept_terms]"])
+            withPasskey = fields["with"] == "passkey"
         }
 
         private enum CodingKeys: String, CodingKey {
@@ -117,7 +120,9 @@ struct SignUpController {
                 .retrying(after: throttled)
         }
         let (_, token, _) = try await signIn.openSession(for: .init(user: user), request: request, context: context)
-        var response = Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh).flashing(.signedUp)
+        var response = form.withPasskey
+            ? Response.seeOther("/account#passkeys").flashing(.signedUpAddPasskey)
+            : Response.afterSubmit(request, redirectTo: ReturnPath.safe(returnTo, request: request), native: .refresh).flashing(.signedUp)
         response.setCookie(signIn.cookie(token: token, request: request))
         return response
     }
@@ -141,7 +146,8 @@ struct SignUpController {
         }
         try await accounts.throttle.countRequest("sign-up", clientIP: request.clientIP(context: context, trustProxy: signIn.trustProxy))
         let mail = accounts.mail
-        let user = try await signIn.users.signUp(name: form.name, email: form.email, password: form.password, acceptsTerms: form.acceptTerms) { user in
+        let password = form.withPasskey ? nil : form.password
+        let user = try await signIn.users.signUp(name: form.name, email: form.email, password: password, acceptsTerms: form.acceptTerms) { user in
             mail.confirmation(for: user, address: user.email, welcome: true)
         }
         accounts.outbox.nudge()

@@ -33,6 +33,7 @@ enum Flash: String, CaseIterable, Sendable {
     case postHeld = "post-held"
     case unblocked = "unblocked"
     case passkeyAdded = "passkey-added"
+    case signedUpAddPasskey = "signed-up-add-passkey"
     case passkeyRenamed = "passkey-renamed"
     case passkeyRemoved = "passkey-removed"
 
@@ -68,6 +69,7 @@ enum Flash: String, CaseIterable, Sendable {
         case .unblocked: "Unblocked."
         case .postHeld: "Your post is saved, and a moderator will look at it before others see it."
         case .passkeyAdded: "Your passkey is added: sign in with it on this device, or wherever it is synced."
+        case .signedUpAddPasskey: "Welcome! Your account is made and you are signed in. Add your passkey below: it is how you will sign in. A link to confirm your address is in your mail."
         case .passkeyRenamed: "The passkey is renamed."
         case .passkeyRemoved: "The passkey is removed: it no longer signs in to this account."
         }

@@ -76,6 +76,11 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     /// from when Keycloak was the only one.)
     static let noLocalPassword = "!keycloak"
     var hasLocalPassword: Bool { passwordHash != Self.noLocalPassword }
+    /// A local account made with a passkey instead of a password: no password signs in to it until one is set by a
+    /// reset mail. (Never a bcrypt hash, so no password can match it.)
+    static let passkeyOnly = "!passkey"
+    /// A password of its own that a sign-in may check.
+    var hasPassword: Bool { hasLocalPassword && passwordHash != Self.passkeyOnly }
 
     static func normalize(email: String) -> String {
         email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
@@ -129,8 +134,9 @@ public struct UserRepository: Sendable {
 
     /// Someone signing themselves up: every field's problems at once, Rails-style, as `ValidationFailed`
     /// (`{"email": ["has already been taken"]}`). The address waits to be confirmed.
+    /// `password` nil: the account is made to sign in with a passkey, added right after (`User.passkeyOnly`).
     func signUp(
-        name rawName: String, email rawEmail: String, password: String, acceptsTerms: Bool, writes: @escaping @Sendable (User) throws -> AccountWrites
+        name rawName: String, email rawEmail: String, password: String?, acceptsTerms: Bool, writes: @escaping @Sendable (User) throws -> AccountWrites
     ) async throws -> User {
         let (name, email) = (Self.tidy(name: rawName), User.normalize(email: rawEmail))
         var errors = Self.nameErrors(name)
@@ -139,13 +145,13 @@ public struct UserRepository: Sendable {
         } else if !Self.isEmailAddress(email) {
             errors["email", default: []].append("is not an email address")
         }
-        let problems = PasswordRules.problems(password, email: email)
+        let problems = password.map { PasswordRules.problems($0, email: email) } ?? []
         if !problems.isEmpty { errors["password"] = problems }
         if !acceptsTerms { errors["accept_terms"] = ["must be accepted"] }
         guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
         // Hashing takes a while: an address already taken is answered without it.
         if try await storage.find(email: email) != nil { throw ValidationFailed(errors: ["email": ["has already been taken"]]) }
-        let hash = try await passwords.hash(password)
+        let hash = if let password { try await passwords.hash(password) } else { User.passkeyOnly }
         do {
             let now = Date()
             return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: now, termsAcceptedAt: now), writes: writes)
@@ -187,7 +193,7 @@ public struct UserRepository: Sendable {
     public func authenticate(email: String, password: String) async throws -> User? {
         let normalized = User.normalize(email: email)
         let user = try await storage.find(email: normalized)
-        guard var user, user.hasLocalPassword, let id = user.id else {
+        guard var user, user.hasPassword, let id = user.id else {
             try await passwords.verifyDecoy(password)
             return nil
         }
