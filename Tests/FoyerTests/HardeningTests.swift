@@ -273,6 +273,13 @@ import Testing
                 #expect(response.status == .methodNotAllowed)
                 #expect(response.headers[.allow]?.contains("PATCH") == true && response.headers[.allow]?.contains("DELETE") == true)
             }
+            // A path a route names word for word is that route's, not also a parameter's beside it.
+            try await client.execute(uri: "/api/v1/passkeys/authentication_options", method: .options) { response in
+                #expect(response.status == .methodNotAllowed && response.headers[.allow] == "POST")
+            }
+            try await client.execute(uri: "/api/v1/passkeys/some-id", method: .post) { response in
+                #expect(response.headers[.allow] == "DELETE, PATCH")
+            }
             try await client.execute(uri: "/up", method: .put, headers: browserHeaders) { response in
                 #expect(response.status == .methodNotAllowed)
                 #expect(response.headers[.contentType]?.hasPrefix("text/html") == true)

@@ -44,11 +44,16 @@ final class RouteMethods: Sendable {
         }
     }
 
-    /// Every method some route takes at this path, sorted; empty when no route matches it at all.
+    /// Every method some route takes at this path, sorted; empty when no route matches it at all. A path that a
+    /// route names word for word is that route's, as the router resolves it (`/passkeys/registration_options` is not
+    /// `/passkeys/{id}`): only the most literal matches count.
     func allowed(at path: String) -> [String] {
         let components = path.split(separator: "/")
         let methods = routes.withLockedValue { routes in
-            routes.filter { Self.matches($0.pattern, components) }.reduce(into: Set<String>()) { $0.formUnion($1.methods) }
+            let matching = routes.filter { Self.matches($0.pattern, components) }
+            let literal = { (pattern: [Substring]) in zip(pattern, components).map { $0 == $1 } }
+            guard let best = matching.map({ literal($0.pattern) }).max(by: { $0.lexicographicallyPrecedes($1) { !$0 && $1 } }) else { return Set<String>() }
+            return matching.filter { literal($0.pattern) == best }.reduce(into: Set<String>()) { $0.formUnion($1.methods) }
         }
         return methods.sorted()
     }

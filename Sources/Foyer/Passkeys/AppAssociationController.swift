@@ -54,7 +54,8 @@ struct AppAssociationController {
 
     private static func serve(_ document: Document?, request: Request, platform: String) throws -> Response {
         guard let document else {
-            throw AppError(.notFound, message: "No \(platform) app is configured for this server (see Passkeys and app links in the README).")
+            // JSON whatever the client accepts: only apps' fetchers and their tools ask for these.
+            return .json(["error": "No \(platform) app is configured for this server (see Passkeys and app links in the README)."], status: .notFound)
         }
         var headers: HTTPFields = [.contentType: "application/json", .eTag: document.etag, .cacheControl: "public, max-age=3600"]
         if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: document.etag) {
