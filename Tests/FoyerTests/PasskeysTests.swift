@@ -128,4 +128,25 @@ import Testing
             #expect(try await users.authenticate(email: "pat@example.com", password: guess) == nil, "\(guess)")
         }
     }
+
+    /// An account deleted takes its passkeys, its user handle and its ceremonies with it.
+    @Test(arguments: TestStoreKind.allCases) func deletingAnAccountDeletesItsPasskeys(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let user = try await UserRepository(store: store, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)
+        let id = try #require(user.id)
+        let storage = store.passkeyStorage
+        let handle = try await storage.userHandle(of: id, making: "handle-1")
+        #expect(try await storage.userHandle(of: id, making: "handle-2") == handle, "made once")
+        let passkey = Passkey(
+            id: "credential-1", userId: id, name: "Laptop", publicKey: "key", signCount: 0, backupEligible: false, backedUp: false, createdAt: Date()
+        )
+        #expect(try await storage.insert(passkey))
+        #expect(try await !storage.insert(passkey), "a credential id is registered once")
+        try await storage.keepChallenge("challenge-1", PasskeyChallenge(ceremony: .registration, userId: id, expiresAt: Date().addingTimeInterval(60)))
+        _ = try await store.accountStorage.delete(userId: id, writes: AccountWrites(), now: Date())
+        #expect(try await storage.passkey(id: "credential-1") == nil)
+        #expect(try await storage.user(withHandle: handle) == nil)
+        #expect(try await storage.takeChallenge("challenge-1") == nil)
+    }
 }
