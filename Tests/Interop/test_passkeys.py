@@ -4,6 +4,7 @@ expired challenge, a counter that goes back, a credential twice). And the associ
 import base64
 import hashlib
 import json
+import pathlib
 import sqlite3
 import time
 import urllib.error
@@ -11,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import DEMO_EMAIL, RunningServer
+from conftest import DEMO_EMAIL, RunningServer, wait_until
 from dpop_client import DeviceKey
 from soft_authenticator import SoftAuthenticator, b64url
 from test_graphql import session_token
@@ -77,6 +78,9 @@ def test_each_algorithm_registers_and_signs_in_as_a_password_does(apps_server, a
     authenticator = SoftAuthenticator(algorithm, origin=apps_server.url)
     status, _, made = register(apps_server, token, authenticator, name=f"Soft {algorithm}")
     assert status == 201 and made["name"] == f"Soft {algorithm}" and made["synced"] is True and made["last_used_at"] is None, made
+    # The account is told of the new way in, by mail (the default delivery: a file per message beside the database).
+    mails = pathlib.Path(apps_server.database).parent / "foyer-mail"
+    wait_until(lambda: any(f"Soft {algorithm}" in mail.read_text(errors="replace") for mail in mails.glob("*.eml")), what="the notice mail")
     status, headers, session = sign_in(apps_server, authenticator)
     assert status == 201 and headers["X-Session-Token"] and "foyer_session=" in headers["Set-Cookie"], session
     assert call(apps_server, "GET", "/api/v1/me", token=headers["X-Session-Token"])[2]["email"] == DEMO_EMAIL
