@@ -281,6 +281,13 @@ def api(server, method: str, path: str, token: str, body: dict | None = None, *h
     return code, answer
 
 
+def assert_nothing_waits(page, server):
+    """The offline page, once it has listed what it keeps, lists no write waiting or refused."""
+    page.goto(server.url + "/offline")
+    page.locator("#offline-pages li").first.wait_for()
+    assert page.locator("#offline-waiting-list li").count() == 0
+
+
 def post_content(server, post_id, token) -> str:
     code, body = api(server, "GET", f"/api/v1/posts/{post_id}", token)
     assert code == 200, body
@@ -317,9 +324,7 @@ def test_a_post_edited_offline_never_goes_over_a_newer_change_and_what_was_typed
         page.locator("article.post .post-content", has_text=f"Typed in a tunnel {suffix}.").wait_for()
         assert post_content(server, created["id"], token) == f"Typed in a tunnel {suffix}."
         wait_until(lambda: page.locator(".refused-badge").count() == 0, what="the saved write to leave the queue")
-        page.goto(server.url + "/offline")
-        page.locator("#offline-pages li").first.wait_for()
-        assert page.locator("#offline-waiting-list li").count() == 0
+        assert_nothing_waits(page, server)
     finally:
         context.close()
 
@@ -334,9 +339,7 @@ def test_a_refused_offline_edit_can_be_discarded(server, browser):  # noqa: F811
         page.locator("article.post .post-content", has_text=f"Changed on the laptop {suffix}.").wait_for()
         assert page.locator(".refused-badge").count() == 0
         assert post_content(server, created["id"], token) == f"Changed on the laptop {suffix}."
-        page.goto(server.url + "/offline")
-        page.locator("#offline-pages li").first.wait_for()
-        assert page.locator("#offline-waiting-list li").count() == 0
+        assert_nothing_waits(page, server)
     finally:
         context.close()
 
@@ -358,9 +361,7 @@ def test_an_offline_edit_of_a_post_deleted_meanwhile_keeps_what_was_typed_to_pub
         page.locator("article.post .post-content", has_text=f"Typed in a tunnel {suffix}.").wait_for()
         assert page.url != server.url + f"/posts/{created['id']}"
         wait_until(lambda: page.evaluate("navigator.serviceWorker.controller !== null"), what="the worker")
-        page.goto(server.url + "/offline")
-        page.locator("#offline-pages li").first.wait_for()
-        assert page.locator("#offline-waiting-list li").count() == 0, "published: nothing waits"
+        assert_nothing_waits(page, server)
     finally:
         context.close()
 
