@@ -115,7 +115,7 @@ func buildRouter(
     HistoricalLocationController(views: views).addRoutes(to: router)
     signIn.addRoutes(to: router, views: views)
     accounts.addRoutes(to: router, signIn: signIn.signIn, views: views, posts: posts.posts)
-    passkeys.addRoutes(to: router, signIn: signIn.signIn, accounts: accounts)
+    passkeys.addRoutes(to: router, accounts: accounts)
     providers.addRoutes(to: router, signIn: signIn.signIn, views: views)
     moderation.addRoutes(to: router, views: views, signIn: signIn.signIn, posts: posts.posts)
     posts.addRoutes(to: router, views: views, streams: app.streams, config: config, metrics: app.metrics)

@@ -96,13 +96,11 @@ struct Passkeys: Sendable {
             metrics.count(.authentication, .accepted)
             return userId
         } catch let refusal as WebAuthnRefusal {
-            metrics.count(.authentication, refusal.description.hasPrefix(Self.counterRefusal) ? .counter : .refused)
+            metrics.count(.authentication, refusal.counterDidNotRise ? .counter : .refused)
             logger.notice("passkey sign-in refused: \(refusal.description)")
             throw refusal
         }
     }
-
-    static let counterRefusal = "the passkey's signature counter did not rise"
 
     private func verifiedAssertion(_ response: AuthenticationResponseJSON, request: Request) async throws -> Int64 {
         guard response.type == "public-key" else { throw WebAuthnRefusal("type must be public-key") }
@@ -123,11 +121,14 @@ struct Passkeys: Sendable {
         if counter != 0 || passkey.signCount != 0 {
             // A copy of the authenticator (a cloned key) signs with a counter the original already passed.
             guard counter > passkey.signCount else {
-                throw WebAuthnRefusal("\(Self.counterRefusal) (\(counter) after \(passkey.signCount)): it may have been copied, and is refused")
+                throw WebAuthnRefusal(
+                    "the passkey's signature counter did not rise (\(counter) after \(passkey.signCount)): it may have been copied, and is refused",
+                    counterDidNotRise: true
+                )
             }
         }
         guard try await storage.used(passkey.id, signCount: counter, previous: passkey.signCount, backedUp: data.backedUp, at: Date()) else {
-            throw WebAuthnRefusal("\(Self.counterRefusal): another sign-in with it came first")
+            throw WebAuthnRefusal("the passkey's signature counter did not rise: another sign-in with it came first", counterDidNotRise: true)
         }
         return passkey.userId
     }

@@ -6,7 +6,6 @@ import Hummingbird
 /// forms). Signing in with one goes through `POST /api/v1/sessions` and `POST /sign_in` (`PasskeySignIn`).
 struct PasskeysController {
     let passkeys: Passkeys
-    let users: UserRepository
     /// Mails the account that a passkey was added: a way in it should know of.
     let notify: @Sendable (User, Passkey) async throws -> Void
 

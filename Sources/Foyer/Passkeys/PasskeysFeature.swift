@@ -17,10 +17,10 @@ struct PasskeysFeature {
         })
     }
 
-    func addRoutes(to router: FoyerRouter, signIn: SignIn, accounts: AccountsFeature) {
+    func addRoutes(to router: FoyerRouter, accounts: AccountsFeature) {
         association.addRoutes(to: router)
         let (mail, storage, outbox) = (accounts.mail.accountMail, accounts.storage, accounts.mail.sender)
-        PasskeysController(passkeys: passkeys, users: signIn.users) { user, passkey in
+        PasskeysController(passkeys: passkeys) { user, passkey in
             guard let id = user.id else { return }
             try await storage.update(userId: id, name: nil, passwordHash: nil, writes: mail.passkeyAdded(for: user, name: passkey.name), now: .now)
             outbox.nudge()

@@ -4,7 +4,13 @@ import Foundation
 /// A response that fails a WebAuthn check: a `4xx` saying which, never a session.
 struct WebAuthnRefusal: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// A signature counter that did not rise: a copied authenticator, or a replay (counted apart).
+    var counterDidNotRise = false
+
+    init(_ description: String, counterDidNotRise: Bool = false) {
+        self.description = description
+        self.counterDidNotRise = counterDidNotRise
+    }
 }
 
 /// What the authenticator signed (WebAuthn Level 3, §6.1): the RP ID's hash, its flags, its counter, and at
