@@ -83,7 +83,9 @@ let package = Package(
                 .product(name: "Ink", package: "Ink"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-            ]
+            ],
+            // Data, not Swift source: word lists.
+            resources: [.copy("Resources/common-passwords.txt")]
         ),
         // For scripts/bench alone: the floor under Foyer's figures (see its main.swift).
         .executableTarget(

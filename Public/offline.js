@@ -126,12 +126,16 @@
     actions.append(" ", button)
   }
 
+  // Renders overlap (a page loads while the worker says its writes changed): only the latest one's state is shown,
+  // so an answer read before a write was settled never puts it back on the page.
+  let renders = 0
   async function render() {
     if (document.documentElement.hasAttribute("data-turbo-preview")) return
+    const mine = ++renders
     offerDiscard()
     showCopyNotice()
     const state = await askWorker("offline-state")
-    if (!state) return
+    if (!state || mine !== renders) return
     showWaiting(state.writes)
     showOfflinePage(state)
     showRefused(state)

@@ -220,8 +220,10 @@ final class RawConnection: @unchecked Sendable {
     static func exchange(
         port: Int, _ text: String, until marker: String? = nil, keepOpen: Bool = false, within limit: Duration = .seconds(5)
     ) async throws -> Answer {
-        let connection = try await open(port: port)
+        // From before the connect: the server's timers start when it accepts, so a task resumed late after the connect
+        // (every suite at once on two cores) would measure a timeout's close as shorter than it was.
         let start = ContinuousClock.now
+        let connection = try await open(port: port)
         if !text.isEmpty { try? await connection.channel.writeAndFlush(ByteBuffer(string: text)) }
         let (raw, closed) = try await connection.read(until: marker, within: limit)
         if !keepOpen || closed { try? await connection.close() }

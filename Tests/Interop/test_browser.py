@@ -60,7 +60,7 @@ def test_native_shell_sees_no_web_navigation(server, browser):
     assert response.status == 200
     assert response.headers["vary"] == "User-Agent, Accept-Encoding"
     assert page.locator("nav.site-nav").count() == 0
-    assert page.locator("form[action='/sign_in']").is_visible()
+    assert page.locator("form[action='/sign_in']:not(#passkey-form)").is_visible()
     context.close()
 
     web = browser.new_page()

