@@ -142,7 +142,7 @@ def test_the_sign_in_page_offers_each_provider_beside_the_password_form(foyer):
     page = requests.get(foyer.url + "/sign_in", timeout=30).text
     assert 'id="nanoidp-sign-in" href="/sign_in/nanoidp"' in page and "Sign in with NanoIDP" in page
     assert 'id="django-sign-in" href="/sign_in/django"' in page and "Sign in with Django" in page
-    assert 'type="email" name="email"' in page, "local accounts stay on beside the providers"
+    assert 'inputmode="email"' in page and 'name="email"' in page, "local accounts stay on beside the providers"
 
 
 @pytest.mark.parametrize("provider, username, login_url, email", [
