@@ -85,7 +85,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             // Data, not Swift source: word lists.
-            resources: [.copy("Resources/common-passwords.txt")]
+            resources: [.copy("Resources/common-passwords.txt"), .copy("Resources/Languages")]
         ),
         // For scripts/bench alone: the floor under Foyer's figures (see its main.swift).
         .executableTarget(

@@ -72,6 +72,7 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Posts") var posts: PostsOptions
     @OptionGroup(title: "Passkeys and app links") var passkeys: PasskeyOptions
+    @OptionGroup(title: "Languages") var languages: LanguageOptions
 
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
@@ -324,6 +325,7 @@ struct Serve: AsyncParsableCommand {
         config.moderation = try moderation.settings(environment: environment)
         config.posts = posts.settings(environment: environment)
         config.passkeys = try passkeys.settings(environment: environment)
+        config.defaultLocale = languages.defaultLocale(environment: environment)
         // Served over HTTPS, cookies are Secure (they are also when a balancer says it terminated TLS).
         if config.https.isOn { config.secureCookies = true }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }

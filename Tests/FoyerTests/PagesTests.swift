@@ -31,21 +31,22 @@ import Testing
 
     @Test func timesAreSaidAsPeopleSayThem() throws {
         let now = try Date("2026-11-24T14:30:00Z", strategy: .iso8601)
-        let utc = ReaderTime(now: now)
+        let english = try #require(try Languages.bundled().language(tag: "en"))
+        let utc = ReaderTime(now: now, language: english)
         #expect(utc.relative(now.addingTimeInterval(-20)) == "just now")
-        #expect(utc.relative(now.addingTimeInterval(-60)) == "a minute ago")
+        #expect(utc.relative(now.addingTimeInterval(-60)) == "1 minute ago")
         #expect(utc.relative(now.addingTimeInterval(-180)) == "3 minutes ago")
         #expect(utc.relative(now.addingTimeInterval(-2 * 3600)) == "2 hours ago")
-        #expect(utc.relative(try Date("2026-11-23T14:05:00Z", strategy: .iso8601)) == "yesterday at 14:05")
-        #expect(utc.relative(try Date("2026-11-20T09:00:00Z", strategy: .iso8601)) == "Friday at 09:00")
-        #expect(utc.relative(try Date("2026-03-02T08:15:00Z", strategy: .iso8601)) == "2 Mar at 08:15")
-        #expect(utc.relative(try Date("2025-03-02T08:15:00Z", strategy: .iso8601)) == "2 Mar 2025")
-        #expect(utc.exact(try Date("2026-11-23T14:05:09Z", strategy: .iso8601)) == "23 Nov 2026, 14:05:09 UTC")
+        #expect(utc.relative(try Date("2026-11-23T14:05:00Z", strategy: .iso8601)) == "yesterday at 2:05\u{202F}PM")
+        #expect(utc.relative(try Date("2026-11-20T09:00:00Z", strategy: .iso8601)) == "Friday at 9:00\u{202F}AM")
+        #expect(utc.relative(try Date("2026-03-02T08:15:00Z", strategy: .iso8601)) == "Mar 2 at 8:15\u{202F}AM")
+        #expect(utc.relative(try Date("2025-03-02T08:15:00Z", strategy: .iso8601)) == "Mar 2, 2025")
+        #expect(utc.exact(try Date("2026-11-23T14:05:09Z", strategy: .iso8601)) == "Nov 23, 2026 at 2:05:09\u{202F}PM UTC")
 
         // 00:30 in Tokyo is still yesterday in UTC: the reader's zone decides what "yesterday" is.
-        let tokyo = ReaderTime(now: now, timeZone: try #require(TimeZone(identifier: "Asia/Tokyo")))
+        let tokyo = ReaderTime(now: now, timeZone: try #require(TimeZone(identifier: "Asia/Tokyo")), language: english)
         #expect(tokyo.relative(try Date("2026-11-23T15:30:00Z", strategy: .iso8601)) == "23 hours ago")
-        #expect(tokyo.relative(try Date("2026-11-23T14:30:00Z", strategy: .iso8601)) == "yesterday at 23:30")
+        #expect(tokyo.relative(try Date("2026-11-23T14:30:00Z", strategy: .iso8601)) == "yesterday at 11:30\u{202F}PM")
     }
 
     @Test func aPagePutsTimesInTheReadersZoneFromItsCookie() async throws {

@@ -233,7 +233,9 @@ import Testing
                 #expect(response.text.contains(#"<p id="post_\#(id)_changed" data-version="1" hidden></p>"#))
             }
         }
-        let views = try await Views(directory: packageRoot + "/Templates", turboScriptURL: "/turbo.min.js", offline: false)
+        let views = try await Views(
+            directory: packageRoot + "/Templates", turboScriptURL: "/turbo.min.js", offline: false, languages: try Languages.bundled()
+        )
         let store = try await Store.fresh(.sqlite)
         defer { store.close() }
         let ada = try await UserRepository(store: store, passwordHashCost: 4).create(email: TestUser.ada.email, password: TestUser.ada.password)

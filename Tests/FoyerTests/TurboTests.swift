@@ -15,13 +15,13 @@ import Testing
             for agent in ["Mozilla/5.0 (iPhone) Hotwire Native iOS; Turbo Native iOS", "Mozilla/5.0 (Linux; Android 14) Turbo Native Android"] {
                 try await client.execute(uri: "/", method: .get, headers: [.userAgent: agent]) { response in
                     #expect(response.status == .ok)
-                    #expect(response.headers[.vary] == "User-Agent, Accept-Encoding")
+                    #expect(response.headers[.vary] == "User-Agent, Accept-Language, Accept-Encoding")
                     #expect(!response.text.contains("site-nav"), "\(agent)")
                     #expect(response.text.contains(#"<body class="native">"#))
                 }
             }
             try await client.execute(uri: "/", method: .get, headers: browserHeaders) { response in
-                #expect(response.headers[.vary] == "User-Agent, Accept-Encoding")
+                #expect(response.headers[.vary] == "User-Agent, Accept-Language, Accept-Encoding")
                 #expect(response.text.contains("site-nav"))
             }
         }

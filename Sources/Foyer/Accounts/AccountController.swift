@@ -51,6 +51,25 @@ struct AccountController {
         let passkeys: [PasskeyView]
         /// Signed in within the last 10 minutes: a passkey may be added (else the page says to sign in again).
         let mayAddPasskey: Bool
+        let language: LanguageChoice
+    }
+
+    /// The language form: each language by its own name, and whether the account chose one.
+    struct LanguageChoice: Sendable {
+        struct Option: Sendable {
+            let tag: String
+            let name: String
+            let selected: Bool
+        }
+
+        let options: [Option]
+        let chosen: Bool
+
+        init(languages: Languages, chosen tag: String?) {
+            let chosen = tag.flatMap(languages.language(tag:))
+            options = languages.all.map { Option(tag: $0.tag, name: $0.text("language.name"), selected: $0 === chosen) }
+            self.chosen = chosen != nil
+        }
     }
 
     /// One passkey on the account page.
@@ -79,7 +98,7 @@ struct AccountController {
 
     /// The forms of the account page.
     enum Form: String, Sendable {
-        case name, password, email
+        case name, password, email, language
     }
 
     /// A form sent back with what is wrong with it, and what was typed (passwords are never shown again).
@@ -96,7 +115,7 @@ struct AccountController {
 
     func page(request: Request, context: SignedInContext, failed: FailedForm? = nil, status: HTTPResponse.Status = .ok) async throws -> Response {
         let identity = context.identity
-        let time = ReaderTime(request)
+        let time = views.readerTime(request, context: context)
         let sessions = try await signIn.sessions.list(userId: identity.userId)
         let devices = sessions.map { session in
             AccountView.Device(
@@ -129,9 +148,10 @@ struct AccountController {
         let account = AccountView(
             email: user.email, devices: devices.filter(\.current) + devices.filter { !$0.current },
             hasOtherDevices: devices.contains { !$0.current }, provider: provider, settings: settings, moderates: user.moderates,
-            passkeys: passkeys, mayAddPasskey: (try? Passkeys.requireRecentSignIn(identity)) != nil
+            passkeys: passkeys, mayAddPasskey: (try? Passkeys.requireRecentSignIn(identity)) != nil,
+            language: LanguageChoice(languages: views.languages, chosen: user.locale)
         )
-        return views.page("account/show", ["title": "Your account", "account": account], request: request, context: context, status: status)
+        return views.page("account/show", ["title": Phrase("account.title"), "account": account], request: request, context: context, status: status)
     }
 
     /// One row per claim, sorted by name: times as times, lists as lists, nested objects as compact JSON.

@@ -21,26 +21,32 @@ struct AccountSettingsController {
         signedIn.patch("/account", use: updateName)
         signedIn.patch("/account/password", use: updatePassword)
         signedIn.patch("/account/email", use: updateEmail)
+        signedIn.patch("/account/language", use: updateLanguage)
         signedIn.get("/account/delete", use: showDeletion)
         signedIn.delete("/account", use: deleteFromPage)
     }
 
     /// What `PATCH /api/v1/me` and the account page's forms may ask for. Nil fields are left as they are.
     struct Changes: FormOrJSONBody {
-        static let expectedJSON = #"{"name", "email", "password", "current_password"}, each optional"#
+        static let expectedJSON = #"{"name", "email", "password", "current_password", "locale"}, each optional"#
         var name: String?
         var email: String?
         var password: String?
         var currentPassword: String?
+        /// A language tag (`pt-BR`); "" goes back to the browser's language.
+        var locale: String?
 
-        enum CodingKeys: String, CodingKey { case name, email, password, currentPassword = "current_password", user }
+        enum CodingKeys: String, CodingKey { case name, email, password, currentPassword = "current_password", locale, user }
 
-        init(name: String? = nil, email: String? = nil, password: String? = nil, currentPassword: String? = nil) {
-            (self.name, self.email, self.password, self.currentPassword) = (name, email, password, currentPassword)
+        init(name: String? = nil, email: String? = nil, password: String? = nil, currentPassword: String? = nil, locale: String? = nil) {
+            (self.name, self.email, self.password, self.currentPassword, self.locale) = (name, email, password, currentPassword, locale)
         }
 
         init(fields: [String: String]) {
-            self.init(name: fields["name"], email: fields["email"], password: fields["password"], currentPassword: fields["current_password"])
+            self.init(
+                name: fields["name"], email: fields["email"], password: fields["password"], currentPassword: fields["current_password"],
+                locale: fields["locale"]
+            )
         }
 
         init(from decoder: any Decoder) throws {
@@ -52,6 +58,7 @@ struct AccountSettingsController {
             email = try field(.email)
             password = try field(.password)
             currentPassword = try field(.currentPassword)
+            locale = try field(.locale)
         }
     }
 
@@ -60,6 +67,7 @@ struct AccountSettingsController {
         var nameChanged = false
         var passwordChanged = false
         var emailChangeMailed = false
+        var languageChanged = false
     }
 
     /// Checks every field first (all problems at once, nothing stored when any is wrong), then stores what was asked.
@@ -76,6 +84,18 @@ struct AccountSettingsController {
         if let newEmail, !UserRepository.isEmailAddress(newEmail) { errors["email", default: []].append("is not an email address") }
         if let newEmail, errors["email"] == nil, try await accounts.signIn.users.storage.find(email: newEmail) != nil {
             errors["email", default: []].append("has already been taken")
+        }
+        // Some(nil): back to the browser's language.
+        var locale: String??
+        if let asked = changes.locale {
+            let languages = accountPage.views.languages
+            if asked.isEmpty {
+                if user.locale != nil { locale = .some(nil) }
+            } else if let language = languages.language(tag: asked) {
+                if language.tag != user.locale { locale = .some(language.tag) }
+            } else {
+                errors["locale", default: []].append("is not a language Foyer speaks: \(languages.all.map(\.tag).joined(separator: ", "))")
+            }
         }
         if let password = changes.password {
             let problems = PasswordRules.problems(password, email: user.email)
@@ -95,7 +115,7 @@ struct AccountSettingsController {
         }
         guard errors.isEmpty, let id = user.id else { throw ValidationFailed(errors: errors) }
 
-        var applied = Applied(nameChanged: name != nil)
+        var applied = Applied(nameChanged: name != nil, languageChanged: locale != nil)
         var writes = AccountWrites()
         var hash: String?
         if let password = changes.password {
@@ -108,6 +128,7 @@ struct AccountSettingsController {
             applied.emailChangeMailed = true
         }
         try await accounts.storage.update(userId: id, name: name, passwordHash: hash, writes: writes, now: Date())
+        if let locale { try await accounts.signIn.users.storage.setLocale(locale, userId: id) }
         if !writes.mails.isEmpty { accounts.outbox.nudge() }
         accounts.accountChanged(userId: id)
         // Kept lists and posts name their authors.
@@ -136,6 +157,10 @@ struct AccountSettingsController {
         }
     }
 
+    @Sendable func updateLanguage(request: Request, context: SignedInContext) async throws -> Response {
+        try await fromPage(request: request, context: context, form: .language) { fields in Changes(locale: fields["locale"] ?? "") }
+    }
+
     @Sendable func updateEmail(request: Request, context: SignedInContext) async throws -> Response {
         try await fromPage(request: request, context: context, form: .email) { fields in
             Changes(email: fields["email"] ?? "", currentPassword: fields["current_password"])
@@ -150,7 +175,9 @@ struct AccountSettingsController {
         let asked = changes(fields)
         do {
             let applied = try await apply(asked, identity: context.identity, clientIP: clientIP(request, context))
-            let flash: Flash = applied.passwordChanged ? .passwordChanged : applied.emailChangeMailed ? .emailChangeMailed : .nameChanged
+            let flash: Flash =
+                applied.passwordChanged
+                ? .passwordChanged : applied.emailChangeMailed ? .emailChangeMailed : form == .language ? .languageChanged : .nameChanged
             return Response.seeOther("/account").flashing(flash)
         } catch let invalid as ValidationFailed {
             let failed = AccountController.FailedForm(form: form, errors: invalid.errors, name: asked.name, email: asked.email)

@@ -82,7 +82,7 @@ struct MailedLinksController {
     /// Another link to confirm the account's address, for a mail that got lost: `202`.
     @Sendable func resendConfirmation(request: Request, context: SignedInContext) async throws -> Response {
         try await mailConfirmation(to: context.identity.user)
-        return Response.json(["message": Flash.confirmationMailed.message], status: .accepted)
+        return Response.json(["message": views.language(for: request, context: context).say(Flash.confirmationMailed.phrase)], status: .accepted)
     }
 
     private func mailConfirmation(to user: User) async throws {
@@ -104,7 +104,7 @@ struct MailedLinksController {
         let email = try await request.decodeBody(as: ResetRequest.self).email
         guard let email, !email.isBlank else { throw ValidationFailed(errors: ["email": ["can't be blank"]]) }
         try await mailReset(to: email, request: request, context: context)
-        return Response.json(["message": Flash.resetMailed.message], status: .accepted)
+        return Response.json(["message": views.language(for: request, context: context).say(Flash.resetMailed.phrase)], status: .accepted)
     }
 
     struct ResetRequest: FormOrJSONBody {

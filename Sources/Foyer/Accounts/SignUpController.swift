@@ -93,7 +93,7 @@ struct SignUpController {
             errors: message.map { [$0] } ?? errors?.fullMessages ?? [], hasErrors: message != nil || errors != nil, csrfToken: csrfToken,
             returnTo: returnTo, signInPath: returnTo.map { "/sign_in?return_to=" + FormEncoding.escape($0) } ?? "/sign_in"
         )
-        var response = views.page("registrations/new", ["title": "Sign up", "form_page": true, "signUp": view], request: request, context: context, status: status)
+        var response = views.page("registrations/new", ["title": Phrase("sign_up.title"), "form_page": true, "signUp": view], request: request, context: context, status: status)
         if let formCookie { response.setCookie(formCookie) }
         return response
     }
@@ -147,7 +147,11 @@ struct SignUpController {
         try await accounts.throttle.countRequest("sign-up", clientIP: request.clientIP(context: context, trustProxy: signIn.trustProxy))
         let mail = accounts.mail
         let password = form.withPasskey ? nil : form.password
-        let user = try await signIn.users.signUp(name: form.name, email: form.email, password: password, acceptsTerms: form.acceptTerms) { user in
+        // The account keeps the language it was made in: its mail goes out in it, whatever device sends it.
+        let locale = views.language(for: request, context: context).tag
+        let user = try await signIn.users.signUp(
+            name: form.name, email: form.email, password: password, acceptsTerms: form.acceptTerms, locale: locale
+        ) { user in
             mail.confirmation(for: user, address: user.email, welcome: true)
         }
         accounts.outbox.nudge()

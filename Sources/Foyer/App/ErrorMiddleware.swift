@@ -32,7 +32,7 @@ struct ErrorMiddleware: RouterMiddleware {
         if let refused = error as? DPoPRefusal {
             var response = request.wantsJSON
                 ? Response.json(["error": refused.code.rawValue, "error_description": refused.description], status: .unauthorized)
-                : signInForm.page(request: request, context: context, returnTo: nil, message: refused.description, status: .unauthorized)
+                : signInForm.page(request: request, context: context, returnTo: nil, message: Phrase(verbatim: refused.description), status: .unauthorized)
             response.headers[.wwwAuthenticate] = refused.challenge
             response.headers[.cacheControl] = "no-store"
             return response
@@ -52,7 +52,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 return response
             }
             let returnTo = request.method == .get ? request.pathAndQuery : nil
-            return signInForm.page(request: request, context: context, returnTo: returnTo, message: "Sign in to continue.", status: .unauthorized)
+            return signInForm.page(request: request, context: context, returnTo: returnTo, message: Phrase("sessions.sign_in_to_continue"), status: .unauthorized)
         }
         if let tooFast = error as? PostingTooFast {
             let response = request.wantsJSON
@@ -65,7 +65,7 @@ struct ErrorMiddleware: RouterMiddleware {
         }
         if error is AccountSuspended {
             guard request.wantsJSON else {
-                return signInForm.page(request: request, context: context, returnTo: nil, message: AccountSuspended.message, status: .forbidden)
+                return signInForm.page(request: request, context: context, returnTo: nil, message: Phrase(verbatim: AccountSuspended.message), status: .forbidden)
             }
             return Response.json(["error": "account_suspended", "error_description": AccountSuspended.message], status: .forbidden)
         }

@@ -29,7 +29,10 @@ final class Foundations {
         } else {
             cluster = nil
         }
-        views = try await Views(directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline)
+        views = try await Views(
+            directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline,
+            languages: try Languages.bundled(defaultTag: config.defaultLocale)
+        )
         let metrics = self.metrics
         drain = Drain(settings: config.deploy)
         streams = LiveStreams(

@@ -7,7 +7,7 @@ struct HomeController {
 
     func addRoutes(to router: FoyerRouter) {
         router.get("/") { request, context in
-            views.page("home/show", ["title": "Foyer"], request: request, context: context)
+            views.page("home/show", ["title": Phrase("home.title")], request: request, context: context)
         }
     }
 }

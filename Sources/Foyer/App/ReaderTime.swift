@@ -1,9 +1,10 @@
 import Foundation
 import Hummingbird
 
-/// Times as the person reading a page says them: "just now", "3 minutes ago", "yesterday at 14:05", in their time
-/// zone (the `tz` cookie `live.js` sets from the browser's; UTC until it has). Rendered on the server, so a page
-/// needs no script to show them; the exact time is the `<time>` element's title.
+/// Times as the person reading a page says them: "just now", "3 minutes ago", "yesterday at 2:05 PM", "há 3 minutos",
+/// "昨天 14:05", in their language and time zone (the `tz` cookie `live.js` sets from the browser's; UTC until it
+/// has). Rendered on the server, so a page needs no script to show them; the exact time is the `<time>` element's
+/// title. Foundation's formatters say the numbers, units, days and months; the catalogs the words around them.
 struct ReaderTime: Sendable {
     static let cookieName = "tz"
 
@@ -11,22 +12,24 @@ struct ReaderTime: Sendable {
     let timeZone: TimeZone
     /// The zone's name, for cache keys.
     let zoneName: String
+    let language: Language
 
-    init(now: Date = Date(), timeZone: TimeZone? = nil) {
+    init(now: Date = Date(), timeZone: TimeZone? = nil, language: Language) {
         self.now = now
         self.timeZone = timeZone ?? .gmt
         zoneName = timeZone?.identifier ?? "GMT"
+        self.language = language
     }
 
     /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows.
-    init(_ request: Request, now: Date = Date()) {
+    init(_ request: Request, language: Language, now: Date = Date()) {
         guard let value = request.rareCookie(Self.cookieName), value.utf8.count <= 64,
             let zone = TimeZone(identifier: value.removingPercentEncoding ?? value)
         else {
-            self.init(now: now)
+            self.init(now: now, language: language)
             return
         }
-        self.init(now: now, timeZone: zone)
+        self.init(now: now, timeZone: zone, language: language)
     }
 
     /// What a page shows of `date`.
@@ -34,57 +37,56 @@ struct ReaderTime: Sendable {
         TimeView(datetime: date.formatted(.iso8601), exact: exact(date), relative: relative(date))
     }
 
+    private var locale: Locale { language.locale }
+
     func relative(_ date: Date) -> String {
         let seconds = now.timeIntervalSince(date)
-        if seconds < 60 { return "just now" }
-        if seconds < 3600 {
-            let minutes = Int(seconds / 60)
-            return minutes == 1 ? "a minute ago" : "\(minutes) minutes ago"
-        }
+        if seconds < 60 { return language.text("time.just_now") }
+        if seconds < 3600 { return ago(date, seconds: seconds, unit: 60) }
         let calendar = self.calendar
-        let clock = self.clock(date)
         let days = calendar.dateComponents([.day], from: calendar.startOfDay(for: date), to: calendar.startOfDay(for: now)).day ?? 0
+        let time = format(date, Date.FormatStyle(date: .omitted, time: .shortened))
         switch days {
-        case ...0:
-            let hours = Int(seconds / 3600)
-            return hours == 1 ? "an hour ago" : "\(hours) hours ago"
-        case 1:
-            return "yesterday at \(clock)"
-        case 2...6:
-            return "\(Self.weekdays[calendar.component(.weekday, from: date) - 1]) at \(clock)"
+        case ...0: return ago(date, seconds: seconds, unit: 3600)
+        case 1: return language.text("time.yesterday_at", ["time": time])
+        case 2...6: return language.text("time.day_at", ["day": format(date, Date.FormatStyle().weekday(.wide)), "time": time])
         default:
-            let parts = calendar.dateComponents([.year, .month, .day], from: date)
-            let day = "\(parts.day ?? 1) \(Self.months[(parts.month ?? 1) - 1])"
-            return parts.year == calendar.component(.year, from: now) ? "\(day) at \(clock)" : "\(day) \(parts.year ?? 0)"
+            if calendar.component(.year, from: date) == calendar.component(.year, from: now) {
+                return language.text("time.day_at", ["day": format(date, Date.FormatStyle().day().month(.abbreviated)), "time": time])
+            }
+            return format(date, Date.FormatStyle().day().month(.abbreviated).year())
         }
     }
 
-    /// "24 Nov 2026, 14:05:26 UTC": for a title, where every second counts.
+    /// "Nov 23, 2026, 2:05:09 PM UTC": for a title, where every second counts.
     func exact(_ date: Date) -> String {
-        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
         let zone = timeZone.identifier == "GMT" ? "UTC" : timeZone.abbreviation(for: date) ?? timeZone.identifier
-        return "\(parts.day ?? 1) \(Self.months[(parts.month ?? 1) - 1]) \(parts.year ?? 0), "
-            + "\(Self.twoDigits(parts.hour)):\(Self.twoDigits(parts.minute)):\(Self.twoDigits(parts.second)) \(zone)"
+        return format(date, Date.FormatStyle(date: .abbreviated, time: .standard)) + " " + zone
     }
 
-    private func clock(_ date: Date) -> String {
-        let parts = calendar.dateComponents([.hour, .minute], from: date)
-        return "\(Self.twoDigits(parts.hour)):\(Self.twoDigits(parts.minute))"
+    /// Whole minutes or hours ago, as the locale says it ("3 minutes ago", "há 3 minutos", "3分钟前"). Foundation's
+    /// style counts from the clock's now, so it is given a date that many whole units before that.
+    private func ago(_ date: Date, seconds: TimeInterval, unit: TimeInterval) -> String {
+        var style = Date.RelativeFormatStyle(presentation: .numeric, unitsStyle: .wide, capitalizationContext: .middleOfSentence)
+        style.locale = locale
+        style.calendar = calendar
+        return Date().addingTimeInterval(-(seconds / unit).rounded(.down) * unit).formatted(style)
+    }
+
+    private func format(_ date: Date, _ style: Date.FormatStyle) -> String {
+        var style = style
+        style.locale = locale
+        style.timeZone = timeZone
+        style.calendar = calendar
+        return date.formatted(style)
     }
 
     private var calendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
+        calendar.locale = locale
         return calendar
     }
-
-    private static func twoDigits(_ value: Int?) -> String {
-        let value = value ?? 0
-        return value < 10 ? "0\(value)" : "\(value)"
-    }
-
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    private static let weekdays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 }
 
 /// A time as templates show it: `<time datetime="{{datetime}}" title="{{exact}}">{{relative}}</time>`.

@@ -3,60 +3,113 @@ import HTTPTypes
 import Hummingbird
 import Mustache
 
-/// Mustache templates from Templates/, loaded once at start. Page templates render a page's body; the layout
-/// every page shares is compiled once at start (see CompiledLayout), so wrapping a body costs a few appends.
+/// Mustache templates from Templates/, loaded once at start, one copy per language (`TemplateWords`). Page
+/// templates render a page's body; the layout every page shares is compiled once at start (see CompiledLayout), so
+/// wrapping a body costs a few appends.
 public struct Views: Sendable {
-    let library: MustacheLibrary
-    let layout: CompiledLayout
-    /// Every page's headers: its type, and its Content-Security-Policy (which allows Turbo's origin, if elsewhere).
-    let pageHeaders: HTTPFields
+    let languages: Languages
+    private let byLanguage: [InLanguage]
     /// Pages load the offline script (which registers the service worker) and say whose they are to it.
     let offline: Bool
 
-    init(directory: String, turboScriptURL: String, offline: Bool) async throws {
+    /// What one language's pages are made from.
+    private struct InLanguage: Sendable {
+        let library: MustacheLibrary
+        let layout: CompiledLayout
+        /// Every page's headers: its type, its language, and its Content-Security-Policy (which allows Turbo's origin).
+        let pageHeaders: HTTPFields
+    }
+
+    init(directory: String, turboScriptURL: String, offline: Bool, languages: Languages) async throws {
         self.offline = offline
-        pageHeaders = HTTPFields(
-            [HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .vary, value: "User-Agent")]
-                + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
-        )
-        var library = try await MustacheLibrary(directory: directory)
-        for required in ["layout", "errors/show", "sessions/new"] where library.getTemplate(named: required) == nil {
+        self.languages = languages
+        let templates = try Self.templates(in: directory)
+        for required in ["layout", "errors/show", "sessions/new"] where templates[required] == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")
         }
-        self.layout = try CompiledLayout(library: &library, turboScriptURL: turboScriptURL, offline: offline)
-        self.library = library
+        var byLanguage: [InLanguage] = []
+        for language in languages.all {
+            var library = MustacheLibrary()
+            for (name, template) in templates {
+                do {
+                    try library.register(try TemplateWords.translate(template, named: name, in: language), named: name)
+                } catch let error as MustacheLibrary.ParserError {
+                    throw StartupError("Templates/\(name).mustache: \(error.error) at line \(error.context.lineNumber)")
+                }
+            }
+            let layout = try CompiledLayout(library: &library, turboScriptURL: turboScriptURL, offline: offline, language: language)
+            let pageHeaders = HTTPFields(
+                [
+                    HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .contentLanguage, value: language.tag),
+                    HTTPField(name: .vary, value: "User-Agent, Accept-Language"),
+                ] + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
+            )
+            byLanguage.append(InLanguage(library: library, layout: layout, pageHeaders: pageHeaders))
+        }
+        self.byLanguage = byLanguage
+    }
+
+    /// Every `.mustache` file under `directory`, by its name there without the extension (`posts/index`).
+    static func templates(in directory: String) throws -> [String: String] {
+        let root = URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL
+        guard let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil) else {
+            throw StartupError("Templates could not be read from \(directory)")
+        }
+        var templates: [String: String] = [:]
+        for case let file as URL in files where file.pathExtension == "mustache" {
+            let path = file.standardizedFileURL.path
+            let name = String(path.dropFirst(root.path.count).drop { $0 == "/" }.dropLast(".mustache".count))
+            templates[name] = try String(contentsOf: file, encoding: .utf8)
+        }
+        return templates
+    }
+
+    /// The language a page for this request is written in: the account's, else the browser's.
+    func language(for request: Request, context: some CallerContext) -> Language {
+        languages.choose(for: request, user: context.caller?.user)
+    }
+
+    /// The reader's clock and words for times, for a request.
+    func readerTime(_ request: Request, context: some CallerContext) -> ReaderTime {
+        ReaderTime(request, language: language(for: request, context: context))
     }
 
     /// An HTML page: `template` renders the body from `values`, which may use `csrf_token` and `current_user`
-    /// like the layout does. `values["title"]` names the page; `values["form_page"]` keeps it out of Turbo's
-    /// snapshot cache (a preview of a form takes typing that the real page then throws away).
+    /// like the layout does. `values["title"]` names the page (a `Phrase`, or words already said);
+    /// `values["form_page"]` keeps it out of Turbo's snapshot cache (a preview of a form takes typing that the real
+    /// page then throws away).
     func page(
         _ template: String, _ values: [String: Any], request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok
     ) -> Response {
+        let language = language(for: request, context: context)
         var values = values
         if let identity = context.caller {
             values["csrf_token"] = identity.session?.csrfToken ?? ""
             values["current_user"] = ["name": identity.user.name]
         }
+        let title = (values["title"] as? Phrase).map(language.say) ?? values["title"] as? String ?? "Foyer"
+        values["title"] = title
         return page(
-            body: render(template, values), title: values["title"] as? String ?? "Foyer", formPage: values["form_page"] as? Bool ?? false,
-            request: request, context: context, status: status, keepsFlash: template == HistoricalLocation.template
+            body: render(template, values, in: language), title: title, formPage: values["form_page"] as? Bool ?? false,
+            request: request, context: context, status: status, keepsFlash: template == HistoricalLocation.template, language: language
         )
     }
 
-    /// A page around a body already rendered (and possibly cached). It shows the request's flash notice, and spends
-    /// it, unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the one that should).
+    /// A page around a body already rendered (and possibly cached) in `language`. It shows the request's flash
+    /// notice, and spends it, unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the
+    /// one that should).
     func page(
         body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
-        status: HTTPResponse.Status = .ok, keepsFlash: Bool = false
+        status: HTTPResponse.Status = .ok, keepsFlash: Bool = false, language: Language
     ) -> Response {
         let flash = keepsFlash ? nil : Flash(request)
-        let html = layout.render(
+        let inLanguage = byLanguage[language.index]
+        let html = inLanguage.layout.render(
             body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage,
-            flash: flash?.message ?? ""
+            flash: flash.map { language.say($0.phrase) } ?? ""
         )
-        var response = Response(status: status, headers: pageHeaders, body: .init(byteBuffer: html))
+        var response = Response(status: status, headers: inLanguage.pageHeaders, body: .init(byteBuffer: html))
         if flash != nil { response.setCookie(Flash.spent) }
         if offline { response.headers[.offlineOwner] = OfflineOwner.name(of: context.caller) }
         return response
@@ -64,17 +117,24 @@ public struct Views: Sendable {
 
     /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists; the
     /// offline page). `context` is a typed view or, in older views, a dictionary.
-    func standalonePage(_ template: String, _ context: Any, title: String) -> ByteBuffer {
-        layout.render(body: render(template, context), title: title, identity: nil, native: false, formPage: false, flash: "")
+    func standalonePage(_ template: String, _ context: Any, title: String, in language: Language) -> ByteBuffer {
+        byLanguage[language.index].layout.render(
+            body: render(template, context, in: language), title: title, identity: nil, native: false, formPage: false, flash: ""
+        )
     }
 
-    /// What a page's headers say beyond its type: its Content-Security-Policy and the like.
-    var pageSecurityFields: [HTTPField] { pageHeaders.filter { $0.name != .contentType && $0.name != .vary } }
+    /// Every page's headers in `language`.
+    func pageHeaders(in language: Language) -> HTTPFields { byLanguage[language.index].pageHeaders }
+
+    /// What a page's headers say beyond its type and language: its Content-Security-Policy and the like.
+    var pageSecurityFields: [HTTPField] {
+        byLanguage[0].pageHeaders.filter { $0.name != .contentType && $0.name != .vary && $0.name != .contentLanguage }
+    }
 
     /// Renders a template to a string, for bodies that are cached before they are wrapped and for live fragments.
     /// `context` is a typed view (a struct whose property names the template uses) or, in older views, a dictionary.
-    func render(_ template: String, _ context: Any) -> String {
-        guard let html = library.render(context, withTemplate: template) else {
+    func render(_ template: String, _ context: Any, in language: Language) -> String {
+        guard let html = byLanguage[language.index].library.render(context, withTemplate: template) else {
             preconditionFailure("template \(template) is not loaded")
         }
         return html
@@ -99,7 +159,7 @@ struct CompiledLayout: Sendable {
     private static let marker: Character = "\u{1}"
     private let variants: [Int: [Piece]]
 
-    init(library: inout MustacheLibrary, turboScriptURL: String, offline: Bool) throws {
+    init(library: inout MustacheLibrary, turboScriptURL: String, offline: Bool, language: Language) throws {
         let probe = "__layout_probe"
         try library.register("{{<layout}}{{$body}}\(Self.marker)body\(Self.marker){{/body}}{{/layout}}", named: probe)
         var variants: [Int: [Piece]] = [:]
@@ -108,7 +168,7 @@ struct CompiledLayout: Sendable {
                 for formPage in [false, true] {
                     var values: [String: Any] = [
                         "title": Self.markerFor(.title), "turbo_url": turboScriptURL, "native": native, "form_page": formPage,
-                        "flash": Self.markerFor(.flash), "offline": offline,
+                        "flash": Self.markerFor(.flash), "offline": offline, "lang": language.tag,
                     ]
                     if signedIn {
                         values["csrf_token"] = Self.markerFor(.csrfToken)

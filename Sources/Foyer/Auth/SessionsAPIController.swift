@@ -179,14 +179,16 @@ struct SessionsAPIController {
         let role: User.Role?
         /// When the terms were last accepted (null: never); `GET /terms` says whether that covers the version in force.
         let termsAcceptedAt: Date?
+        /// The language chosen for the account (`pt-BR`); null: the browser's `Accept-Language` decides.
+        let locale: String?
 
         init(_ user: User, provider: String?) {
             (id, name, email, emailConfirmed) = (user.id ?? 0, user.name, user.email, user.emailConfirmedAt != nil)
-            (createdAt, self.provider, role, termsAcceptedAt) = (user.createdAt, provider, user.role, user.termsAcceptedAt)
+            (createdAt, self.provider, role, termsAcceptedAt, locale) = (user.createdAt, provider, user.role, user.termsAcceptedAt, user.locale)
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, name, email, emailConfirmed, createdAt, provider, role, termsAcceptedAt
+            case id, name, email, emailConfirmed, createdAt, provider, role, termsAcceptedAt, locale
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -199,6 +201,7 @@ struct SessionsAPIController {
             try container.encode(provider, forKey: .provider)
             try container.encode(role, forKey: .role)
             try container.encode(termsAcceptedAt, forKey: .termsAcceptedAt)
+            try container.encode(locale, forKey: .locale)
         }
     }
 

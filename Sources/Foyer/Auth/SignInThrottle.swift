@@ -31,6 +31,17 @@ struct SignInThrottle: Sendable {
             "Too many \(reason). Try again in \(Self.describe(seconds: retryAfter))."
         }
 
+        /// The message in a reader's language, its count in the form the language gives it.
+        var phrase: Phrase {
+            let minutes = (retryAfter + 59) / 60
+            return switch (reason == Self.failedSignIns, retryAfter < 90) {
+            case (true, true): Phrase("throttle.sign_ins_seconds", count: retryAfter)
+            case (true, false): Phrase("throttle.sign_ins_minutes", count: minutes)
+            case (false, true): Phrase("throttle.requests_seconds", count: retryAfter)
+            case (false, false): Phrase("throttle.requests_minutes", count: minutes)
+            }
+        }
+
         static func describe(seconds: Int) -> String {
             seconds < 90 ? "\(seconds) seconds" : "\((seconds + 59) / 60) minutes"
         }

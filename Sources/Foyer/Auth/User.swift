@@ -24,6 +24,9 @@ public struct User: Codable, Sendable, FetchableRecord, MutablePersistableRecord
     public var suspendedAt: Date?
     /// When an operator made it (`foyer user add`, the demo account): no new-account limit holds it.
     public var vouchedAt: Date?
+    /// The language the owner reads Foyer in (a BCP 47 tag, `pt-BR`): set on the account page or by the API, and at
+    /// sign-up to the language it was made in. Nil: their browser's `Accept-Language` decides. Mails go out in it.
+    public var locale: String?
 
     public enum Role: String, Codable, Sendable, CaseIterable {
         /// Works the moderation queue: removes posts, suspends and warns accounts.
@@ -136,7 +139,8 @@ public struct UserRepository: Sendable {
     /// (`{"email": ["has already been taken"]}`). The address waits to be confirmed.
     /// `password` nil: the account is made to sign in with a passkey, added right after (`User.passkeyOnly`).
     func signUp(
-        name rawName: String, email rawEmail: String, password: String?, acceptsTerms: Bool, writes: @escaping @Sendable (User) throws -> AccountWrites
+        name rawName: String, email rawEmail: String, password: String?, acceptsTerms: Bool, locale: String? = nil,
+        writes: @escaping @Sendable (User) throws -> AccountWrites
     ) async throws -> User {
         let (name, email) = (Self.tidy(name: rawName), User.normalize(email: rawEmail))
         var errors = Self.nameErrors(name)
@@ -154,7 +158,9 @@ public struct UserRepository: Sendable {
         let hash = if let password { try await passwords.hash(password) } else { User.passkeyOnly }
         do {
             let now = Date()
-            return try await storage.insert(User(email: email, name: name, passwordHash: hash, createdAt: now, termsAcceptedAt: now), writes: writes)
+            var user = User(email: email, name: name, passwordHash: hash, createdAt: now, termsAcceptedAt: now)
+            user.locale = locale
+            return try await storage.insert(user, writes: writes)
         } catch UserError.emailTaken {
             throw ValidationFailed(errors: ["email": ["has already been taken"]])
         }

@@ -12,6 +12,8 @@ protocol UserStorage: Sendable {
     func find(id: Int64) async throws -> User?
     /// A hash made again (a pre-hashed one replacing bcrypt's own at sign-in).
     func setPasswordHash(_ hash: String, userId: Int64) async throws
+    /// The language the account reads Foyer in; nil: its browser's.
+    func setLocale(_ locale: String?, userId: Int64) async throws
     /// The account with that (normalized) address, given `role`; nil when there is none.
     func setRole(_ role: User.Role?, email: String) async throws -> User?
     func find(provider: String, subject: String) async throws -> User?
@@ -56,6 +58,12 @@ struct SQLiteUserStorage: UserStorage {
     func setPasswordHash(_ hash: String, userId: Int64) async throws {
         try await database.write { db in
             try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userId])
+        }
+    }
+
+    func setLocale(_ locale: String?, userId: Int64) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE users SET locale = ? WHERE id = ?", arguments: [locale, userId])
         }
     }
 
@@ -121,6 +129,7 @@ enum PostgresUsers {
     static func columns(as prefix: String) -> String {
         [
             "id", "email", "name", "password_hash", "created_at", "email_confirmed_at", "terms_accepted_at", "role", "suspended_at", "vouched_at",
+            "locale",
         ].map { "users.\($0) AS \(prefix)\($0)" }.joined(separator: ", ")
     }
 
@@ -137,9 +146,9 @@ struct PostgresUserStorage: UserStorage {
         do {
             return try await store.transaction { connection in
                 let rows = try await connection.run("""
-                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at, terms_accepted_at, vouched_at)
+                    INSERT INTO users (email, name, password_hash, created_at, email_confirmed_at, terms_accepted_at, vouched_at, locale)
                     VALUES (\(user.email), \(user.name), \(user.passwordHash), \(user.createdAt), \(user.emailConfirmedAt),
-                    \(user.termsAcceptedAt), \(user.vouchedAt)) RETURNING id
+                    \(user.termsAcceptedAt), \(user.vouchedAt), \(user.locale)) RETURNING id
                     """, logger: logger)
                 var inserted = user
                 inserted.id = try rows[0].decode(Int64.self)
@@ -157,6 +166,10 @@ struct PostgresUserStorage: UserStorage {
 
     func setPasswordHash(_ hash: String, userId: Int64) async throws {
         try await store.query("UPDATE users SET password_hash = \(hash) WHERE id = \(userId)")
+    }
+
+    func setLocale(_ locale: String?, userId: Int64) async throws {
+        try await store.query("UPDATE users SET locale = \(locale) WHERE id = \(userId)")
     }
 
     func count() async throws -> Int {

@@ -29,7 +29,7 @@ struct WebSessionController {
             context.logger.notice("sign-in form posted without its pre-session token: refused")
             return form.page(
                 request: request, context: context, email: email, returnTo: returnTo,
-                message: "This sign-in form has expired or did not come from this site. Please sign in again.", status: .forbidden
+                message: Phrase("sessions.form_expired"), status: .forbidden
             )
         }
         let password = fields["password"] ?? ""
@@ -50,12 +50,12 @@ struct WebSessionController {
         } catch let refusal as WebAuthnRefusal {
             return form.page(
                 request: request, context: context, email: email, returnTo: returnTo,
-                message: "That passkey could not sign you in: \(refusal.description).", status: .unprocessableContent
+                message: Phrase("sessions.passkey_refused", ["reason": refusal.description]), status: .unprocessableContent
             )
         }
         guard let verified else {
             return form.page(
-                request: request, context: context, email: email, returnTo: returnTo, message: SignIn.wrongCredentials, status: .unprocessableContent
+                request: request, context: context, email: email, returnTo: returnTo, message: Phrase("sessions.wrong_password"), status: .unprocessableContent
             )
         }
         let (_, token, _) = try await signIn.openSession(for: verified, request: request, context: context)
@@ -121,12 +121,13 @@ struct SignInForm: Sendable {
 
     func page(
         request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?,
-        message: String? = nil, status: HTTPResponse.Status = .ok
+        message: Phrase? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
+        let language = views.language(for: request, context: context)
         let buttons = signIn.providers.all.map { provider in
             let path = provider.settings.signInPath
             return SignInView.ProviderButton(
-                id: "\(provider.name)-sign-in", label: "Sign in with \(provider.settings.displayName)",
+                id: "\(provider.name)-sign-in", label: language.text("sessions.with_provider", ["provider": provider.settings.displayName]),
                 start: returnTo.map { path + "?return_to=" + FormEncoding.escape($0) } ?? path
             )
         }
@@ -138,11 +139,11 @@ struct SignInForm: Sendable {
             (csrfToken, formCookie) = (token, cookie)
         }
         let view = SignInView(
-            email: email, returnTo: returnTo, message: message, csrfToken: csrfToken, providers: buttons, hasProviders: !buttons.isEmpty,
+            email: email, returnTo: returnTo, message: message.map(language.say), csrfToken: csrfToken, providers: buttons, hasProviders: !buttons.isEmpty,
             passwordProvider: signIn.providers.passwordChecker?.settings.displayName,
             signUpPath: returnTo.map { "/sign_up?return_to=" + FormEncoding.escape($0) } ?? "/sign_up"
         )
-        var response = views.page("sessions/new", ["title": "Sign in", "form_page": true, "signIn": view], request: request, context: context, status: status)
+        var response = views.page("sessions/new", ["title": Phrase("sessions.title"), "form_page": true, "signIn": view], request: request, context: context, status: status)
         if let formCookie { response.setCookie(formCookie) }
         return response
     }
@@ -151,7 +152,7 @@ struct SignInForm: Sendable {
     func page(
         request: Request, context: FoyerRequestContext, email: String = "", returnTo: String?, throttled: SignInThrottle.Throttled
     ) -> Response {
-        page(request: request, context: context, email: email, returnTo: returnTo, message: throttled.message, status: .tooManyRequests)
+        page(request: request, context: context, email: email, returnTo: returnTo, message: throttled.phrase, status: .tooManyRequests)
             .retrying(after: throttled)
     }
 }

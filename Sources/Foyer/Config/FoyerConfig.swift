@@ -126,6 +126,8 @@ public struct FoyerConfig: Sendable {
     public var posts = PostsSettings()
     /// Passkeys' relying party, and the apps that share them and open Foyer's links.
     public var passkeys = PasskeySettings()
+    /// The language of pages for readers whose account and browser name none of Foyer's (`Languages/LanguageOptions`).
+    public var defaultLocale = "en"
     /// Timeouts, limits and the connection cap at the edge (`--header-timeout`, `--idle-timeout`, `--max-connections`).
     public var edge = EdgeSettings()
     /// When set, `GET /metrics` asks for this Bearer token.

@@ -154,7 +154,11 @@ final class Edge: Sendable {
             body.writeString(#"{"error":"\#(refusal.message)"}"#)
         } else {
             head.headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
-            body = views.standalonePage("errors/show", ["title": status.reasonPhrase, "status": status.code, "message": refusal.message], title: status.reasonPhrase)
+            // Written before any request is read, so in the default language.
+            body = views.standalonePage(
+                "errors/show", ["title": status.reasonPhrase, "status": status.code, "message": refusal.message], title: status.reasonPhrase,
+                in: views.languages.fallback
+            )
         }
         head.headers.add(name: "Content-Length", value: String(body.readableBytes))
         head.headers.add(name: "Connection", value: "close")

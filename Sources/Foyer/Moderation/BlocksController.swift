@@ -93,7 +93,7 @@ struct BlocksController {
     }
 
     @Sendable func page(request: Request, context: SignedInContext) async throws -> Response {
-        let time = ReaderTime(request)
+        let time = views.readerTime(request, context: context)
         let people = try await blocks.storage.blocks(by: context.identity.userId).map {
             BlocksView.Person(id: $0.blocked.id, name: $0.blocked.name, since: time.view(of: $0.createdAt))
         }

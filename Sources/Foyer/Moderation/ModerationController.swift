@@ -71,7 +71,7 @@ struct ModerationController {
         let moderator = try Self.requireModerator(context)
         let resolved = request.uri.queryParameters["status"] == "resolved"
         let records = try await storage.reports(status: resolved ? .resolved : .open, limit: Self.queueLimit)
-        let time = ReaderTime(request)
+        let time = views.readerTime(request, context: context)
         let entries = Self.grouped(records).map { group in
             let first = group[0]
             let report = first.report
@@ -366,7 +366,7 @@ struct ModerationController {
 
     @Sendable func auditPage(request: Request, context: SignedInContext) async throws -> Response {
         _ = try Self.requireModerator(context)
-        let time = ReaderTime(request)
+        let time = views.readerTime(request, context: context)
         let lines = try await storage.auditLog(limit: Self.queueLimit).map {
             AuditView.Line(when: time.view(of: $0.createdAt), moderator: $0.moderatorName, action: $0.action.label, target: $0.target, note: $0.note)
         }

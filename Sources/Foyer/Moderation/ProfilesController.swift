@@ -46,7 +46,7 @@ struct ProfilesController {
     @Sendable func page(request: Request, context: FoyerRequestContext) async throws -> Response {
         let user = try await person(context)
         let id = user.id ?? 0
-        let time = ReaderTime(request)
+        let time = views.readerTime(request, context: context)
         let rows = try await posts.storage.posts(by: id, limit: Self.postsShown).enumerated().map { PostRowView($1, time: time, position: $0) }
         let view = ProfileView(
             id: id, name: user.name, since: time.view(of: user.createdAt).relative, posts: rows, hasPosts: !rows.isEmpty,

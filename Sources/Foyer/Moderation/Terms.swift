@@ -18,7 +18,8 @@ struct Terms: Sendable {
     /// The operator's file (Markdown by its extension, else HTML) or the built-in terms, rendered once at start.
     static func text(settings: ModerationSettings, views: Views) throws -> String {
         guard let file = settings.termsFile else {
-            return views.render("terms/builtin", ["contact_email": settings.contactEmail])
+            // One text, one version: the built-in terms are in the default language.
+            return views.render("terms/builtin", ["contact_email": settings.contactEmail], in: views.languages.fallback)
         }
         let source: String
         do {

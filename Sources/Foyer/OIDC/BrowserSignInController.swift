@@ -130,7 +130,7 @@ struct BrowserSignInController {
         _ message: String, status: HTTPResponse.Status, returnTo: String? = nil, request: Request, context: FoyerRequestContext
     ) -> Response {
         var response = SignInForm(views: views, signIn: signIn).page(
-            request: request, context: context, returnTo: returnTo, message: message, status: status
+            request: request, context: context, returnTo: returnTo, message: Phrase(verbatim: message), status: status
         )
         response.setCookie(stateCookie("", request: request, expired: true))
         return response

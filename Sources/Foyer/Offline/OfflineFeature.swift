@@ -12,16 +12,19 @@ struct OfflineFeature {
     static let offlinePagePath = "/offline"
     let worker: ByteBuffer
     let workerETag: String
-    let offlinePage: ByteBuffer
-    let pageHeaders: HTTPFields
+    /// The offline page in each language, with its headers.
+    let offlinePages: [(page: ByteBuffer, headers: HTTPFields)]
+    let views: Views
 
     init(config: FoyerConfig, views: Views, rules: OfflineRules) throws {
-        let offlinePage = views.standalonePage("offline/show", OfflinePageView(), title: "Offline")
+        let offlinePages = views.languages.all.map { language in
+            (views.standalonePage("offline/show", OfflinePageView(), title: language.text("offline.title"), in: language), views.pageHeaders(in: language))
+        }
         let precache = [Self.offlinePagePath, "/foyer.css", "/live.js", "/picture-input.js", "/passkeys.js", "/offline.js"] + (config.turboScriptURL.hasPrefix("/") ? [config.turboScriptURL] : [])
         let source = try Self.read(config.publicDirectory + "/foyer-worker.js")
         var version = SHA256()
         version.update(data: Array(source.utf8))
-        offlinePage.withUnsafeReadableBytes { version.update(bufferPointer: $0) }
+        for (page, _) in offlinePages { page.withUnsafeReadableBytes { version.update(bufferPointer: $0) } }
         for path in precache.dropFirst() { version.update(data: Array(try Self.read(config.publicDirectory + path).utf8)) }
         var settings = rules.workerSettings
         settings["enabled"] = config.offline
@@ -32,8 +35,8 @@ struct OfflineFeature {
         let prelude = try JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys, .withoutEscapingSlashes])
         worker = ByteBuffer(string: "self.FOYER_OFFLINE = \(String(decoding: prelude, as: UTF8.self))\n" + source)
         workerETag = "\"\(settings["version"]!)\""
-        self.offlinePage = offlinePage
-        pageHeaders = views.pageHeaders
+        self.offlinePages = offlinePages
+        self.views = views
     }
 
     func addRoutes(to router: FoyerRouter) {
@@ -46,9 +49,11 @@ struct OfflineFeature {
             headers[.contentType] = "text/javascript; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: worker))
         }
-        // The same for everyone (no account, no form token), so one precached copy serves whoever is offline.
-        router.get(RouterPath(Self.offlinePagePath)) { _, _ in
-            Response(status: .ok, headers: pageHeaders, body: .init(byteBuffer: offlinePage))
+        // The same for everyone who reads that language (no account, no form token), so one precached copy serves
+        // whoever is offline.
+        router.get(RouterPath(Self.offlinePagePath)) { request, context in
+            let (page, headers) = offlinePages[views.language(for: request, context: context).index]
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: page))
         }
     }
 
@@ -58,10 +63,9 @@ struct OfflineFeature {
     }
 }
 
-/// The offline page's words; the list of what is kept is filled in by Public/offline.js from the browser's caches.
-struct OfflinePageView {
-    let heading = "You are offline"
-}
+/// The offline page's values; its words are the template's, and the list of what is kept is filled in by
+/// Public/offline.js from the browser's caches.
+struct OfflinePageView {}
 
 /// Whose a page is, for the worker: pages of one person are kept apart from another's and dropped when someone else
 /// signs in. A digest of the user id, so the header names nobody; `public` for a page without a session.

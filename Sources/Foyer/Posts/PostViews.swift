@@ -8,7 +8,7 @@ struct PostRowView: Sendable {
     let picture: PictureView?
 
     /// `position`: the row's place in its list; thumbnails below the first screenful load lazily.
-    init(_ published: PublishedPost, time: ReaderTime = ReaderTime(), position: Int = 0) {
+    init(_ published: PublishedPost, time: ReaderTime, position: Int = 0) {
         id = published.id
         title = published.post.title
         excerpt = PostText.excerpt(published.post.content)
@@ -56,7 +56,7 @@ struct PostContentView: Sendable {
     /// At the top of the page: loaded at once.
     let picture: PictureView?
 
-    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
+    init(_ published: PublishedPost, time: ReaderTime) {
         id = published.id
         title = published.post.title
         contentHTML = PostText.html(published.post.content)
@@ -100,7 +100,7 @@ struct PostChangedNoticeView: Sendable {
     let savedBy: String
     let savedAt: TimeView
 
-    init(_ published: PublishedPost, time: ReaderTime = ReaderTime()) {
+    init(_ published: PublishedPost, time: ReaderTime) {
         slotID = Self.slotID(published.id)
         version = published.post.version
         savedBy = published.author.name
@@ -129,17 +129,21 @@ enum PostChange: Sendable {
 /// (`post_ID`), the post's own page (`post_ID_content`, `post_ID_detail`) and its open edit forms (`post_ID_changed`).
 struct PostFragments: Sendable {
     let views: Views
+    /// One rendering reaches every follower, so it is in the default language (pages in another say their own words
+    /// on the next load).
+    private var language: Language { views.languages.fallback }
+    private var time: ReaderTime { ReaderTime(language: language) }
 
     func html(for change: PostChange) -> String {
         switch change {
         case .created(let published):
-            TurboStream.prepend("posts", views.render("posts/row", PostRowView(published)))
+            TurboStream.prepend("posts", views.render("posts/row", PostRowView(published, time: time), in: language))
         case .updated(let published):
-            TurboStream.replace("post_\(published.id)", views.render("posts/row", PostRowView(published)))
-                + TurboStream.replace("post_\(published.id)_content", views.render("posts/content", PostContentView(published)))
-                + TurboStream.replace(PostChangedNoticeView.slotID(published.id), views.render("posts/changed", PostChangedNoticeView(published)))
+            TurboStream.replace("post_\(published.id)", views.render("posts/row", PostRowView(published, time: time), in: language))
+                + TurboStream.replace("post_\(published.id)_content", views.render("posts/content", PostContentView(published, time: time), in: language))
+                + TurboStream.replace(PostChangedNoticeView.slotID(published.id), views.render("posts/changed", PostChangedNoticeView(published, time: time), in: language))
         case .deleted(let id):
-            TurboStream.remove("post_\(id)") + TurboStream.replace("post_\(id)_detail", views.render("posts/deleted", ["id": id]))
+            TurboStream.remove("post_\(id)") + TurboStream.replace("post_\(id)_detail", views.render("posts/deleted", ["id": id], in: language))
         }
     }
 }

@@ -13,7 +13,8 @@ struct PostsController {
     let metrics: FoyerMetrics
     /// Rendered list bodies by page, until the next write to posts. Nothing in them depends on who asks but
     /// whether anyone is signed in (the "New post" link), the people a block keeps the reader apart from, and the
-    /// reader's clock ("3 minutes ago", in their time zone, to the minute): keep it that way, or add to the key.
+    /// reader's clock ("3 minutes ago", in their time zone, to the minute) and language: keep it that way, or add to the
+    /// key.
     let listBodies = GenerationCache<ListKey, String>(capacity: 512)
 
     struct ListKey: Hashable, Sendable {
@@ -23,6 +24,7 @@ struct PostsController {
         let keptApart: Set<Int64>
         let timeZone: String
         let minute: Int
+        let language: Int
     }
 
     func addRoutes(to router: FoyerRouter) {
@@ -40,19 +42,22 @@ struct PostsController {
     @Sendable func index(request: Request, context: FoyerRequestContext) async throws -> Response {
         let paging = try Paging(request)
         let signedIn = context.identity != nil
-        let time = ReaderTime(request)
+        let language = views.language(for: request, context: context)
+        let time = ReaderTime(request, language: language)
         let excluded = try await posts.blocks.keptApart(from: context.identity)
         let key = ListKey(
             paging: paging, signedIn: signedIn, keptApart: excluded, timeZone: time.zoneName,
-            minute: Int(time.now.timeIntervalSince1970 / 60)
+            minute: Int(time.now.timeIntervalSince1970 / 60), language: language.index
         )
         let body = try await listBodies.value(for: key, generation: posts.generation.current) {
-            try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded)
+            try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded, language: language)
         }
-        return views.page(body: body, title: "Posts", request: request, context: context)
+        return views.page(body: body, title: language.text("posts.index.title"), request: request, context: context, language: language)
     }
 
-    private func renderList(_ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64>) async throws -> String {
+    private func renderList(
+        _ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64>, language: Language
+    ) async throws -> String {
         let position = streams.position(of: .posts)
         let page = try await posts.page(paging, excluding: excluded)
         var values: [String: Any] = [
@@ -64,7 +69,7 @@ struct PostsController {
         if page.hasNext { values["next_page"] = page.number + 1 }
         values["page_number"] = page.number
         values["last_page"] = page.lastPage
-        return views.render("posts/index", values)
+        return views.render("posts/index", values, in: language)
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
@@ -74,7 +79,7 @@ struct PostsController {
             "posts/show",
             [
                 "title": published.post.title,
-                "post": PostContentView(published, time: ReaderTime(request)),
+                "post": PostContentView(published, time: views.readerTime(request, context: context)),
                 "mine": context.identity?.userId == published.author.id,
                 "can_report": context.identity.map { $0.userId != published.author.id } ?? false,
                 "stream_path": streams.path(of: .posts), "stream_position": position,
@@ -172,7 +177,7 @@ struct PostsController {
         let hasPicture = current.picture != nil || { if case .replace? = changes.picture { true } else { false } }()
         func described(_ alt: String?) -> String? { hasPicture ? alt.flatMap { $0.isBlank ? nil : "Picture: \($0)" } : nil }
         let conflict = ConflictView(
-            noun: "post", savedBy: current.author.name, savedAt: ReaderTime(request).view(of: theirs.updatedAt),
+            noun: "post", savedBy: current.author.name, savedAt: views.readerTime(request, context: context).view(of: theirs.updatedAt),
             theirs: .init(title: theirs.title, bodyHTML: PostText.html(theirs.content), note: described(current.picture?.alt)),
             yours: .init(
                 title: changes.title ?? theirs.title, bodyHTML: PostText.html(changes.content ?? theirs.content),
@@ -206,7 +211,7 @@ struct PostsController {
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
         var values: [String: Any] = [
-            "title": id == nil ? "New post" : "Edit post",
+            "title": id == nil ? Phrase("posts.new.title") : Phrase("posts.edit.title"),
             "form_page": true,
             "form": PostFormView(
                 action: id.map { "/posts/\($0)" } ?? "/posts", editing: id != nil, cancel: id.map { "/posts/\($0)" } ?? "/posts",
@@ -226,7 +231,7 @@ struct PostsController {
         case .conflict(let conflict)?:
             (values["title"], values["conflict"], template) = (conflict.heading, conflict, "posts/conflict")
         case .deleted(let message)?:
-            (values["title"], values["deleted_notice"], template) = ("Post deleted", message, "posts/new")
+            (values["title"], values["deleted_notice"], template) = (Phrase("posts.new.deleted_heading"), message, "posts/new")
         case nil:
             break
         }

@@ -374,6 +374,9 @@ extension SQLiteStore {
                 t.column("expires_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v29: the language each account reads Foyer in") { db in
+            try db.alter(table: "users") { t in t.add(column: "locale", .text) }
+        }
         return migrator
     }
 }
@@ -748,5 +751,6 @@ extension PostgresMigrations {
             )
             """,
         ]),
+        ("22: the language each account reads Foyer in (SQLite's v29)", ["ALTER TABLE users ADD COLUMN locale TEXT"]),
     ]
 }

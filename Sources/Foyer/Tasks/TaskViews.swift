@@ -34,19 +34,21 @@ struct TaskView: Sendable {
 /// (`task_ID_content`, `task_ID_detail`). Pages that show neither ignore it.
 struct TaskFragments: Sendable {
     let views: Views
+    /// One rendering reaches every follower, so it is in the default language.
+    private var language: Language { views.languages.fallback }
 
     func added(_ task: TaskItem) -> String {
-        TurboStream.append("tasks", views.render("tasks/row", TaskView(task)))
+        TurboStream.append("tasks", views.render("tasks/row", TaskView(task), in: language))
     }
 
     func updated(_ task: TaskItem) -> String {
         let view = TaskView(task)
-        return TurboStream.replace("task_\(task.id)", views.render("tasks/row", view))
-            + TurboStream.replace("task_\(task.id)_content", views.render("tasks/content", view))
+        return TurboStream.replace("task_\(task.id)", views.render("tasks/row", view, in: language))
+            + TurboStream.replace("task_\(task.id)_content", views.render("tasks/content", view, in: language))
     }
 
     func deleted(id: String) -> String {
-        TurboStream.remove("task_\(id)") + TurboStream.replace("task_\(id)_detail", views.render("tasks/deleted", ["id": id]))
+        TurboStream.remove("task_\(id)") + TurboStream.replace("task_\(id)_detail", views.render("tasks/deleted", ["id": id], in: language))
     }
 }
 

@@ -1,0 +1,153 @@
+import Foundation
+
+/// One language's messages: a gettext PO file (`Resources/Languages/<tag>.po`), read once at start. Keys are the
+/// `msgid`s (`posts.index.title`), as Rails' I18n keys; the English catalog is the source translators work from.
+/// A message may hold placeholders, `{{name}}`, filled from the values it is given (in a template: the template's
+/// own values). A plural message has one `msgstr[i]` per form of the header's `Plural-Forms`.
+struct Catalog: Sendable {
+    enum Message: Sendable, Equatable {
+        case text(String)
+        case plural([String])
+    }
+
+    /// The language as BCP 47 says it (`pt-BR`, `zh-Hans`), from the header's `Language:` (gettext writes `pt_BR`).
+    let tag: String
+    let plural: PluralRule
+    let messages: [String: Message]
+
+    init(tag: String, plural: PluralRule, messages: [String: Message]) {
+        (self.tag, self.plural, self.messages) = (tag, plural, messages)
+    }
+
+    init(contentsOf url: URL) throws {
+        let text: String
+        do { text = try String(contentsOf: url, encoding: .utf8) } catch {
+            throw CatalogError("\(url.lastPathComponent) could not be read: \(error.localizedDescription)")
+        }
+        do { try self.init(po: text) } catch let error as CatalogError {
+            throw CatalogError("\(url.lastPathComponent): \(error.description)")
+        }
+    }
+
+    init(po text: String) throws {
+        var entries = try Self.entries(text)
+        guard let headerIndex = entries.firstIndex(where: { $0.id.isEmpty }) else { throw CatalogError("no header (msgid \"\")") }
+        let header = Self.headerFields(entries.remove(at: headerIndex).strings[0] ?? "")
+        guard let language = header["Language"], !language.isEmpty else { throw CatalogError("the header names no Language") }
+        tag = language.replacingOccurrences(of: "_", with: "-")
+        guard let forms = header["Plural-Forms"] else { throw CatalogError("the header has no Plural-Forms") }
+        plural = try PluralRule(header: forms)
+        var messages: [String: Message] = [:]
+        for entry in entries {
+            guard messages[entry.id] == nil else { throw CatalogError("\(entry.id) is there twice (line \(entry.line))") }
+            if entry.isPlural {
+                let forms = (0..<plural.count).map { entry.strings[$0] ?? "" }
+                guard entry.strings.count == plural.count, forms.allSatisfy({ !$0.isEmpty }) else {
+                    throw CatalogError("\(entry.id) needs \(plural.count) forms, msgstr[0] to msgstr[\(plural.count - 1)] (line \(entry.line))")
+                }
+                messages[entry.id] = .plural(forms)
+            } else {
+                guard let only = entry.strings[0], !only.isEmpty, entry.strings.count == 1 else {
+                    throw CatalogError("\(entry.id) has no translation (line \(entry.line))")
+                }
+                messages[entry.id] = .text(only)
+            }
+        }
+        self.messages = messages
+    }
+
+    private struct Entry {
+        var id = ""
+        var isPlural = false
+        var strings: [Int: String] = [:]
+        var line = 0
+    }
+
+    /// The entries of a PO file: `msgid`, `msgid_plural`, `msgstr` or `msgstr[i]`, each string possibly continued on
+    /// the lines after it. Comments (`#…`) and `msgctxt` are for translators' tools; Foyer's keys need no context.
+    private static func entries(_ text: String) throws -> [Entry] {
+        var entries: [Entry] = []
+        var current: Entry?
+        /// Where a continued string goes: the id (-1), the plural id (-2) or a form.
+        var target = -1
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("\"") {
+                guard current != nil else { throw CatalogError("a string outside any entry (line \(number + 1))") }
+                let more = try unquote(line, line: number + 1)
+                switch target {
+                case -1: current!.id += more
+                case -2: break
+                default: current!.strings[target, default: ""] += more
+                }
+                continue
+            }
+            let keyword = line.prefix { $0 != " " }
+            let value = try unquote(line.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces), line: number + 1)
+            switch keyword {
+            case "msgctxt": continue
+            case "msgid":
+                if let current { entries.append(current) }
+                current = Entry(id: value, line: number + 1)
+                target = -1
+            case "msgid_plural":
+                guard current != nil else { throw CatalogError("msgid_plural before msgid (line \(number + 1))") }
+                current!.isPlural = true
+                target = -2
+            case "msgstr":
+                guard current != nil else { throw CatalogError("msgstr before msgid (line \(number + 1))") }
+                current!.strings[0] = value
+                target = 0
+            default:
+                guard keyword.hasPrefix("msgstr["), keyword.hasSuffix("]"), let index = Int(keyword.dropFirst(7).dropLast()), (0..<6).contains(index),
+                    current != nil
+                else { throw CatalogError("\(keyword) is not PO (line \(number + 1))") }
+                current!.strings[index] = value
+                target = index
+            }
+        }
+        if let current { entries.append(current) }
+        return entries
+    }
+
+    private static func unquote(_ quoted: String, line: Int) throws -> String {
+        guard quoted.count >= 2, quoted.hasPrefix("\""), quoted.hasSuffix("\"") else { throw CatalogError("expected a quoted string (line \(line))") }
+        var result = ""
+        var escaped = false
+        for character in quoted.dropFirst().dropLast() {
+            if escaped {
+                switch character {
+                case "n": result.append("\n")
+                case "t": result.append("\t")
+                case "\"", "\\": result.append(character)
+                default: throw CatalogError("\\\(character) is no escape PO knows (line \(line))")
+                }
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "\"" {
+                throw CatalogError("a quote inside a string must be \\\" (line \(line))")
+            } else {
+                result.append(character)
+            }
+        }
+        guard !escaped else { throw CatalogError("a string ends in a lone \\ (line \(line))") }
+        return result
+    }
+
+    private static func headerFields(_ header: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in header.split(separator: "\n") {
+            let pair = line.split(separator: ":", maxSplits: 1)
+            guard pair.count == 2 else { continue }
+            fields[pair[0].trimmingCharacters(in: .whitespaces)] = pair[1].trimmingCharacters(in: .whitespaces)
+        }
+        return fields
+    }
+}
+
+struct CatalogError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import Foyer
+
+/// Pages in the reader's language: the catalogs, their plural rules, how a request's language is chosen, and that
+/// no word is missing in any language.
+@Suite struct LanguagesTests {
+    // MARK: Plural rules and catalogs
+
+    @Test func pluralRulesPickCLDRsFormsForEachLanguage() throws {
+        let english = try PluralRule(header: "nplurals=2; plural=(n != 1);")
+        let brazilian = try PluralRule(header: "nplurals=2; plural=(n > 1);")
+        let chinese = try PluralRule(header: "nplurals=1; plural=0;")
+        #expect([0, 1, 2, 5].map(english.form) == [1, 0, 1, 1])
+        // Portuguese says "0 segundo" as it says "1 segundo": 0 and 1 are both "one".
+        #expect([0, 1, 2, 5].map(brazilian.form) == [0, 0, 1, 1])
+        #expect([0, 1, 2, 5].map(chinese.form) == [0, 0, 0, 0])
+        // A language with three forms (Polish), to show the whole expression language is read.
+        let polish = try PluralRule(header: "nplurals=3; plural=(n==1 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);")
+        #expect([1, 2, 4, 5, 12, 22, 25].map(polish.form) == [0, 1, 1, 2, 2, 1, 2])
+    }
+
+    @Test(arguments: [
+        "nplurals=2;", "plural=(n != 1);", "nplurals=2; plural=(n != 1", "nplurals=2; plural=n ? 1;", "nplurals=9; plural=0;",
+        "nplurals=2; plural=(x != 1);", "nplurals=2; plural=(n != 1); extra=1;",
+    ])
+    func aPluralRuleThatIsNotOneIsRefused(header: String) {
+        #expect(throws: CatalogError.self) { try PluralRule(header: header) }
+    }
+
+    @Test func aCatalogReadsPOAsTranslatorsToolsWriteIt() throws {
+        let catalog = try Catalog(po: #"""
+            # A translator's comment
+            msgid ""
+            msgstr ""
+            "Language: pt_BR\n"
+            "Plural-Forms: nplurals=2; plural=(n > 1);\n"
+
+            #. English: Hello
+            #, fuzzy
+            msgctxt "greeting"
+            msgid "greeting"
+            msgstr "Olá, "
+            "{{name}}: \"bem-vindo\"\\n"
+
+            msgid "seconds"
+            msgid_plural "seconds"
+            msgstr[0] "{{count}} segundo"
+            msgstr[1] "{{count}} segundos"
+            """#)
+        #expect(catalog.tag == "pt-BR")
+        #expect(catalog.messages["greeting"] == .text(#"Olá, {{name}}: "bem-vindo"\n"#))
+        #expect(catalog.messages["seconds"] == .plural(["{{count}} segundo", "{{count}} segundos"]))
+    }
+
+    @Test(arguments: [
+        ("msgid \"a\"\nmsgstr \"b\"", "no header"),
+        ("msgid \"\"\nmsgstr \"Plural-Forms: nplurals=1; plural=0;\\n\"", "names no Language"),
+        ("msgid \"\"\nmsgstr \"Language: en\\nPlural-Forms: nplurals=1; plural=0;\\n\"\nmsgid \"a\"\nmsgstr \"\"", "a has no translation"),
+        ("msgid \"\"\nmsgstr \"Language: en\\nPlural-Forms: nplurals=1; plural=0;\\n\"\nmsgid \"a\"\nmsgstr \"x\"\nmsgid \"a\"\nmsgstr \"y\"", "there twice"),
+        ("msgid \"\"\nmsgstr \"Language: en\\nPlural-Forms: nplurals=2; plural=(n != 1);\\n\"\nmsgid \"a\"\nmsgid_plural \"a\"\nmsgstr[0] \"x\"", "needs 2 forms"),
+        ("msgid \"\"\nmsgstr \"Language: en\\nPlural-Forms: nplurals=1; plural=0;\\n\"\nmsgid \"a\"\nmsgstr \"\\q\"", "no escape"),
+    ])
+    func aCatalogWithAMistakeIsRefusedSayingWhat(po: String, why: String) {
+        #expect {
+            try Catalog(po: po)
+        } throws: { error in
+            "\(error)".contains(why)
+        }
+    }
+
+    @Test func theShippedCatalogsSayPluralsInEachLanguagesForms() throws {
+        let languages = try Languages.bundled()
+        #expect(languages.all.map(\.tag) == ["en", "pt-BR", "zh-Hans"])
+        let said = try ["en", "pt-BR", "zh-Hans"].map { tag in
+            let language = try #require(languages.language(tag: tag))
+            return [0, 1, 2, 5].map { language.plural("throttle.sign_ins_seconds", count: $0) }
+        }
+        #expect(said[0] == [0, 1, 2, 5].map { "Too many failed sign-ins. Try again in \($0) second\($0 == 1 ? "" : "s")." })
+        #expect(said[1] == [0, 1, 2, 5].map { "Muitas tentativas de entrada sem sucesso. Tente de novo em \($0) segundo\($0 > 1 ? "s" : "")." })
+        #expect(said[2] == [0, 1, 2, 5].map { "登录失败次数过多。请在 \($0) 秒后重试。" })
+        // Counts are written as the locale writes numbers.
+        #expect(languages.language(tag: "pt-BR")?.plural("throttle.requests_minutes", count: 1500).contains("1.500 minutos") == true)
+        #expect(languages.language(tag: "en")?.plural("throttle.requests_minutes", count: 1500).contains("1,500 minutes") == true)
+    }
+
+    // MARK: Choosing the language
+
+    @Test(arguments: [
+        ("pt-BR", "pt-BR"), ("pt", "pt-BR"), ("pt-PT", "pt-BR"), ("PT-br", "pt-BR"), ("zh", "zh-Hans"), ("zh-CN", "zh-Hans"),
+        ("zh-SG", "zh-Hans"), ("zh-Hans-HK", "zh-Hans"), ("zh-TW", "en"), ("zh-HK,pt;q=0.8", "pt-BR"), ("en-GB", "en"),
+        ("fr-FR, fr;q=0.9, pt;q=0.5, en;q=0.4", "pt-BR"), ("en;q=0.2, zh-CN;q=0.8", "zh-Hans"), ("pt;q=0, en", "en"),
+        ("*", "en"), ("fr, *;q=0.5, zh;q=0.4", "en"), ("de", "en"), ("", "en"), ("x-klingon, ;;, pt", "pt-BR"),
+    ])
+    func acceptLanguageIsLookedUpWithSensibleFallbacks(header: String, chosen: String) throws {
+        #expect(try Languages.bundled().choose(acceptLanguage: header).tag == chosen)
+    }
+
+    @Test func theDefaultLanguageIsWhoeverNobodyElseDecidesFor() throws {
+        let languages = try Languages.bundled(defaultTag: "pt-BR")
+        #expect(languages.choose(acceptLanguage: "de").tag == "pt-BR")
+        #expect(languages.choose(acceptLanguage: nil).tag == "pt-BR")
+        #expect(languages.choose(acceptLanguage: "en-US").tag == "en")
+        #expect(throws: StartupError.self) { try Languages.bundled(defaultTag: "fr") }
+    }
+
+    // MARK: No word missing
+
+    /// Every key the templates and the code use, in every catalog; and no key in any catalog that nobody uses.
+    @Test func everyLanguageHasEveryWordUsedAndNoneUnused() throws {
+        let problems = LanguagesTests.missingAndUnused(in: try Languages.bundled().all.map(\.catalog), used: try Self.usedKeys())
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
+    }
+
+    /// The check above fails when a word is taken out of one catalog, and when a catalog holds one nobody uses.
+    @Test func theMissingWordCheckSeesAWordTakenOut() throws {
+        let used = try Self.usedKeys()
+        var catalogs = try Languages.bundled().all.map(\.catalog)
+        let removed = try #require(used.sorted().first { catalogs[1].messages[$0] != nil })
+        catalogs[1] = Catalog(tag: catalogs[1].tag, plural: catalogs[1].plural, messages: catalogs[1].messages.filter { $0.key != removed })
+        #expect(Self.missingAndUnused(in: catalogs, used: used) == ["pt-BR.po lacks \(removed)"])
+        catalogs[2] = Catalog(tag: catalogs[2].tag, plural: catalogs[2].plural, messages: catalogs[2].messages.merging(["nobody.uses": .text("x")]) { $1 })
+        #expect(Self.missingAndUnused(in: catalogs, used: used).contains("zh-Hans.po has nobody.uses, which nothing uses"))
+    }
+
+    static func missingAndUnused(in catalogs: [Catalog], used: Set<String>) -> [String] {
+        catalogs.flatMap { catalog in
+            used.subtracting(catalog.messages.keys).sorted().map { "\(catalog.tag).po lacks \($0)" }
+                + Set(catalog.messages.keys).subtracting(used).sorted().map { "\(catalog.tag).po has \($0), which nothing uses" }
+        }
+    }
+
+    /// `{{t key}}` in templates; `Phrase("key"`, `.text("key"` and `.plural("key"` in Sources; the notices by name.
+    static func usedKeys() throws -> Set<String> {
+        var keys = Set(Flash.allCases.map { $0.phrase.key })
+        keys.insert("language.name")
+        for template in try Views.templates(in: packageRoot + "/Templates").values {
+            keys.formUnion(TemplateWords.keys(in: template))
+        }
+        let call = try Regex(#"(?:Phrase\(|\.text\(|\.plural\()\s*"([a-z0-9_\-]+(?:\.[a-z0-9_\-]+)+)""#)
+        let sources = URL(fileURLWithPath: packageRoot + "/Sources")
+        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)! where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: call) {
+                if let key = match.output[1].substring { keys.insert(String(key)) }
+            }
+        }
+        return keys
+    }
+
+    // MARK: Pages and the API
+
+    @Test func aPageSaysItsLanguageAndVariesByIt() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            for (header, tag, heading) in [("pt-PT,pt;q=0.9", "pt-BR", "<h1>Entrar</h1>"), ("zh-CN", "zh-Hans", "<h1>登录</h1>"), ("de", "en", "<h1>Sign in</h1>")] {
+                try await client.execute(uri: "/sign_in", method: .get, headers: [.acceptLanguage: header]) { response in
+                    #expect(response.headers[.contentLanguage] == tag)
+                    #expect(response.headers[values: .vary].joined(separator: ",").contains("Accept-Language"))
+                    #expect(response.text.contains(#"<html lang="\#(tag)">"#))
+                    #expect(response.text.contains(heading))
+                }
+            }
+            // The posts list is kept once per language.
+            for (header, heading) in [("pt-BR", "<h1>Publicações</h1>"), ("zh", "<h1>帖子</h1>"), ("en", "<h1>Posts</h1>"), ("pt-BR", "<h1>Publicações</h1>")] {
+                try await client.execute(uri: "/posts", method: .get, headers: [.acceptLanguage: header]) { #expect($0.text.contains(heading)) }
+            }
+        }
+    }
+
+    @Test func aWrongPasswordIsSaidInTheReadersLanguage() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            for (header, words) in [("pt-BR", "E-mail ou senha incorretos."), ("zh-CN", "邮箱或密码不正确。")] {
+                let (headers, token) = try await signInForm(client, headers: [.acceptLanguage: header])
+                let body = formBody([("authenticity_token", token), ("email", TestUser.ada.email), ("password", "not the password")])
+                try await client.execute(uri: "/sign_in", method: .post, headers: headers.merging([.acceptLanguage: header]), body: body) { response in
+                    #expect(response.status == .unprocessableContent)
+                    #expect(response.text.contains(words))
+                }
+            }
+        }
+    }
+
+    @Test func theAccountsLanguageWinsOverTheBrowsersAndTheAPISetsIt() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            try await client.execute(uri: "/api/v1/me", method: .get, headers: bearer(token)) { response in
+                #expect(response.text.contains(#""locale":null"#))
+            }
+            try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: #"{"locale": "zh"}"#)) { response in
+                #expect(response.status == .ok)
+                #expect(response.text.contains(#""locale":"zh-Hans""#))
+            }
+            try await client.execute(uri: "/account", method: .get, headers: cookieHeader(token).merging([.acceptLanguage: "pt-BR"])) { response in
+                #expect(response.headers[.contentLanguage] == "zh-Hans")
+                #expect(response.text.contains("<h1>你的账户</h1>"))
+                #expect(response.text.contains(#"<option value="zh-Hans" lang="zh-Hans" selected>简体中文</option>"#))
+            }
+            // A language Foyer does not speak is a 422 naming the field; the setting stays.
+            try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: #"{"locale": "tlh"}"#)) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.text.contains(#""locale""#))
+            }
+            // "" goes back to the browser's language.
+            try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: #"{"locale": ""}"#)) { response in
+                #expect(response.text.contains(#""locale":null"#))
+            }
+            try await client.execute(uri: "/account", method: .get, headers: cookieHeader(token).merging([.acceptLanguage: "pt-BR"])) { response in
+                #expect(response.text.contains("<h1>Sua conta</h1>"))
+            }
+        }
+    }
+
+    @Test func theAccountPagesLanguageFormSavesIt() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let body = formBody([("_method", "patch"), ("authenticity_token", session.csrf), ("locale", "pt-BR")])
+            try await client.execute(uri: "/account/language", method: .post, headers: session.headers, body: body) { response in
+                #expect(response.status == .seeOther)
+                #expect(response.headers[.location] == "/account")
+                #expect(response.headers[values: .setCookie].contains { $0.hasPrefix("foyer_flash=language-changed") })
+            }
+            var headers = session.headers
+            headers[.cookie] = (headers[.cookie] ?? "") + "; foyer_flash=language-changed"
+            try await client.execute(uri: "/account", method: .get, headers: headers) { response in
+                #expect(response.text.contains("Seu idioma foi salvo."))
+                #expect(response.text.contains(#"<option value="pt-BR" lang="pt-BR" selected>Português (Brasil)</option>"#))
+            }
+        }
+    }
+}
