@@ -137,7 +137,7 @@ import Testing
 
     /// `{{t key}}` in templates; `Phrase("key"`, `.text("key"` and `.plural("key"` in Sources; the notices by name.
     static func usedKeys() throws -> Set<String> {
-        var keys = Set(Flash.allCases.map { $0.phrase.key })
+        var keys = Set(Flash.allCases.map { $0.phrase.key } + ValidationFailed.namedFields.map { "attributes." + $0 })
         keys.insert("language.name")
         for template in try Views.templates(in: packageRoot + "/Templates").values {
             keys.formUnion(TemplateWords.keys(in: template))
@@ -182,6 +182,24 @@ import Testing
                 try await client.execute(uri: "/sign_in", method: .post, headers: headers.merging([.acceptLanguage: header]), body: body) { response in
                     #expect(response.status == .unprocessableContent)
                     #expect(response.text.contains(words))
+                }
+            }
+        }
+    }
+
+    @Test func jsonErrorsAreSaidInTheLanguageAskedForWithTheSameKeys() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let body = ByteBuffer(string: #"{"title": " ", "content": "x"}"#)
+            for (header, message) in [("en", "can't be blank"), ("pt-BR", "não pode ficar em branco"), ("zh-Hans", "不能为空")] {
+                try await client.execute(
+                    uri: "/api/v1/posts", method: .post, headers: bearer(token).merging(jsonHeaders).merging([.acceptLanguage: header]), body: body
+                ) { response in
+                    #expect(response.status == .unprocessableContent)
+                    #expect(response.headers[.contentLanguage] == Languages.shipped?.choose(acceptLanguage: header).tag)
+                    let errors = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])["errors"]
+                    #expect((errors as? [String: [String]]) == ["title": [message]])
                 }
             }
         }

@@ -192,7 +192,7 @@ import Testing
         // 100 skin-toned thumbs: 100 graphemes, 200 code points.
         let thumbs = String(repeating: "👍🏽", count: 100)
         #expect(PostChanges(title: thumbs).validationErrors(creating: true).isEmpty)
-        #expect(PostChanges(title: thumbs + "x").validationErrors(creating: true)["title"] == ["is too long (maximum is 200 characters)"])
+        #expect(PostChanges(title: thumbs + "x").validationErrors(creating: true)["title"] == [Phrase("errors.too_long", count: 200)])
     }
 
     @Test func blankMeansOnlyWhiteSpaceAsTheOpenAPIPatternSeesIt() {

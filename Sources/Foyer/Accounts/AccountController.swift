@@ -104,7 +104,7 @@ struct AccountController {
     /// A form sent back with what is wrong with it, and what was typed (passwords are never shown again).
     struct FailedForm: Sendable {
         let form: Form
-        let errors: [String: [String]]
+        let errors: [String: [Phrase]]
         let name: String?
         let email: String?
     }
@@ -130,14 +130,15 @@ struct AccountController {
             )
         }
         let user = identity.user
-        func errors(_ form: Form) -> [String: [String]] { failed?.form == form ? failed?.errors ?? [:] : [:] }
+        func errors(_ form: Form) -> [String: [Phrase]] { failed?.form == form ? failed?.errors ?? [:] : [:] }
+        let language = views.language(for: request, context: context)
         let settings = Settings(
-            name: FormField("name", value: failed?.name ?? user.name, errors: errors(.name)), emailConfirmed: user.emailConfirmedAt != nil,
-            hasLocalPassword: user.hasLocalPassword, newEmail: FormField("email", value: failed?.email ?? "", errors: errors(.email)),
+            name: FormField("name", value: failed?.name ?? user.name, errors: errors(.name), in: language), emailConfirmed: user.emailConfirmedAt != nil,
+            hasLocalPassword: user.hasLocalPassword, newEmail: FormField("email", value: failed?.email ?? "", errors: errors(.email), in: language),
             pendingEmail: try await storage.pendingEmail(userId: identity.userId, current: user.email, now: Date()),
-            emailCurrentPassword: FormField("current_password", value: "", errors: errors(.email)),
-            currentPassword: FormField("current_password", value: "", errors: errors(.password)),
-            newPassword: FormField("password", value: "", errors: errors(.password))
+            emailCurrentPassword: FormField("current_password", value: "", errors: errors(.email), in: language),
+            currentPassword: FormField("current_password", value: "", errors: errors(.password), in: language),
+            newPassword: FormField("password", value: "", errors: errors(.password), in: language)
         )
         let passkeys = try await signIn.passkeys.list(of: user).map { passkey in
             PasskeyView(

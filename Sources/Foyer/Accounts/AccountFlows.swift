@@ -25,11 +25,11 @@ struct AccountFlows: Sendable {
     /// Rails-style error for `current_password` (or `password`). Wrong ones count like failed sign-ins (a stolen
     /// session cannot guess its way to the password); throws `SignInThrottle.Throttled` past the limit.
     func checkPassword(_ password: String?, of user: User, field: String = "current_password", clientIP: String?) async throws -> ValidationFailed? {
-        guard let password, !password.isEmpty else { return ValidationFailed(errors: [field: ["can't be blank"]]) }
+        guard let password, !password.isEmpty else { return ValidationFailed(errors: [field: [Phrase("errors.blank")]]) }
         let attempt = try await throttle.begin(login: user.email, clientIP: clientIP)
         // An account made with a passkey has no password yet: a reset mail gives it one.
         guard user.hasPassword, try await signIn.users.passwords.verify(password, hash: user.passwordHash) else {
-            return ValidationFailed(errors: [field: [user.hasPassword ? "is incorrect" : "is not set: this account signs in with a passkey (a reset mail sets a password)"]])
+            return ValidationFailed(errors: [field: [user.hasPassword ? Phrase("errors.incorrect") : Phrase("errors.passkey_only")]])
         }
         try await throttle.succeeded(attempt, login: user.email)
         return nil

@@ -73,7 +73,7 @@ struct AccountSettingsController {
     /// Checks every field first (all problems at once, nothing stored when any is wrong), then stores what was asked.
     func apply(_ changes: Changes, identity: Identity, clientIP: String?) async throws -> Applied {
         let user = identity.user
-        var errors: [String: [String]] = [:]
+        var errors: [String: [Phrase]] = [:]
         var name: String?
         if let raw = changes.name {
             let tidy = UserRepository.tidy(name: raw)
@@ -81,9 +81,9 @@ struct AccountSettingsController {
             if tidy != user.name { name = tidy }
         }
         let newEmail = changes.email.map(User.normalize(email:)).flatMap { $0 == user.email ? nil : $0 }
-        if let newEmail, !UserRepository.isEmailAddress(newEmail) { errors["email", default: []].append("is not an email address") }
+        if let newEmail, !UserRepository.isEmailAddress(newEmail) { errors["email", default: []].append(Phrase("errors.not_email")) }
         if let newEmail, errors["email"] == nil, try await accounts.signIn.users.storage.find(email: newEmail) != nil {
-            errors["email", default: []].append("has already been taken")
+            errors["email", default: []].append(Phrase("errors.taken"))
         }
         // Some(nil): back to the browser's language.
         var locale: String??
@@ -94,7 +94,7 @@ struct AccountSettingsController {
             } else if let language = languages.language(tag: asked) {
                 if language.tag != user.locale { locale = .some(language.tag) }
             } else {
-                errors["locale", default: []].append("is not a language Foyer speaks: \(languages.all.map(\.tag).joined(separator: ", "))")
+                errors["locale", default: []].append(Phrase("errors.not_a_language", ["languages": languages.all.map(\.tag).joined(separator: ", ")]))
             }
         }
         if let password = changes.password {
@@ -106,7 +106,7 @@ struct AccountSettingsController {
         if changes.password != nil || changes.email != nil {
             if !user.hasLocalPassword {
                 let provider = try await accounts.signIn.providers.provider(of: identity)?.settings.displayName ?? "your provider"
-                let held = "is held by \(provider): change it there"
+                let held = Phrase("errors.held_by_provider", ["provider": provider])
                 if changes.password != nil { errors["password", default: []].append(held) }
                 if changes.email != nil { errors["email", default: []].append(held) }
             } else if errors.isEmpty, let wrong = try await accounts.checkPassword(changes.currentPassword, of: user, clientIP: clientIP) {
@@ -184,7 +184,7 @@ struct AccountSettingsController {
             return try await accountPage.page(request: request, context: context, failed: failed, status: .unprocessableContent)
         } catch let throttled as SignInThrottle.Throttled {
             let failed = AccountController.FailedForm(
-                form: form, errors: ["current_password": [Self.throttledMessage(throttled)]], name: asked.name, email: asked.email
+                form: form, errors: ["current_password": [Self.throttled(throttled)]], name: asked.name, email: asked.email
             )
             return try await accountPage.page(request: request, context: context, failed: failed, status: .tooManyRequests).retrying(after: throttled)
         }
@@ -195,8 +195,8 @@ struct AccountSettingsController {
     }
 
     /// Said under the password field: "was tried too often: try again in 15 minutes".
-    static func throttledMessage(_ throttled: SignInThrottle.Throttled) -> String {
-        "was tried too often: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))"
+    static func throttled(_ throttled: SignInThrottle.Throttled) -> Phrase {
+        Phrase("errors.tried_too_often", count: (throttled.retryAfter + 59) / 60)
     }
 
     // MARK: Deleting an account
@@ -260,13 +260,13 @@ struct AccountSettingsController {
     }
 
     private func deletionPage(
-        request: Request, context: SignedInContext, errors: [String: [String]] = [:], status: HTTPResponse.Status = .ok
+        request: Request, context: SignedInContext, errors: [String: [Phrase]] = [:], status: HTTPResponse.Status = .ok
     ) async throws -> Response {
         let id = context.identity.userId
         let view = DeletionView(
             email: context.identity.user.email, posts: try await accounts.storage.postCount(userId: id),
             sessions: try await accounts.signIn.sessions.list(userId: id).count, devices: try await accounts.devices?.list(userId: id).count ?? 0,
-            hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors)
+            hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors, in: accountPage.views.language(for: request, context: context))
         )
         return accountPage.views.page(
             "account/delete", ["title": "Delete your account", "form_page": true, "deletion": view], request: request, context: context, status: status
@@ -281,7 +281,7 @@ struct AccountSettingsController {
         } catch let invalid as ValidationFailed {
             return try await deletionPage(request: request, context: context, errors: invalid.errors, status: .unprocessableContent)
         } catch let throttled as SignInThrottle.Throttled {
-            let errors = ["password": [Self.throttledMessage(throttled)]]
+            let errors = ["password": [Self.throttled(throttled)]]
             return try await deletionPage(request: request, context: context, errors: errors, status: .tooManyRequests).retrying(after: throttled)
         }
         try await delete(identity: context.identity, logger: context.logger)

@@ -102,7 +102,7 @@ struct MailedLinksController {
     @Sendable func requestReset(request: Request, context: FoyerRequestContext) async throws -> Response {
         var request = request
         let email = try await request.decodeBody(as: ResetRequest.self).email
-        guard let email, !email.isBlank else { throw ValidationFailed(errors: ["email": ["can't be blank"]]) }
+        guard let email, !email.isBlank else { throw ValidationFailed(errors: ["email": [Phrase("errors.blank")]]) }
         try await mailReset(to: email, request: request, context: context)
         return Response.json(["message": views.language(for: request, context: context).say(Flash.resetMailed.phrase)], status: .accepted)
     }
@@ -116,18 +116,18 @@ struct MailedLinksController {
     @Sendable func requestResetFromForm(request: Request, context: FoyerRequestContext) async throws -> Response {
         var request = request
         let email = try await request.formFields(limit: SessionsAPIController.maximumBodySize)["email"] ?? ""
-        func form(_ message: String, status: HTTPResponse.Status) -> Response {
-            let view = ["email": FormField("email", value: email, errors: ["email": [message]])]
+        func form(_ message: Phrase, status: HTTPResponse.Status) -> Response {
+            let view = ["email": FormField("email", value: email, errors: ["email": [message]], in: views.language(for: request, context: context))]
             return views.page(
                 "password_resets/new", ["title": "Forgot your password?", "form_page": true, "reset": view], request: request, context: context,
                 status: status
             )
         }
-        guard !email.isBlank else { return form("can't be blank", status: .unprocessableContent) }
+        guard !email.isBlank else { return form(Phrase("errors.blank"), status: .unprocessableContent) }
         do {
             try await mailReset(to: email, request: request, context: context)
         } catch let throttled as SignInThrottle.Throttled {
-            let message = "was asked for too often from here: try again in \(SignInThrottle.Throttled.describe(seconds: throttled.retryAfter))"
+            let message = Phrase("errors.asked_too_often", count: (throttled.retryAfter + 59) / 60)
             return form(message, status: .tooManyRequests).retrying(after: throttled)
         }
         return Response.seeOther("/sign_in").flashing(.resetMailed)
@@ -163,10 +163,11 @@ struct MailedLinksController {
     }
 
     private func resetPage(
-        secret: String, user: User, errors: [String: [String]] = [:], request: Request, context: FoyerRequestContext,
+        secret: String, user: User, errors: [String: [Phrase]] = [:], request: Request, context: FoyerRequestContext,
         status: HTTPResponse.Status = .ok
     ) -> Response {
-        let view = ResetView(action: "/password_resets/\(secret)", email: user.email, password: FormField("password", value: "", errors: errors))
+        let view = ResetView(action: "/password_resets/\(secret)", email: user.email, password: FormField("password", value: "", errors: errors, in: views.language(for: request, context: context))
+        )
         var response = views.page(
             "password_resets/edit", ["title": "Choose a new password", "form_page": true, "reset": view], request: request, context: context,
             status: status

@@ -6,13 +6,13 @@ enum PasswordRules {
     static let maximumLength = 1_000
 
     /// What is wrong with `password`, each message to follow "Password …"; empty when it will do.
-    static func problems(_ password: String, email: String?) -> [String] {
+    static func problems(_ password: String, email: String?) -> [Phrase] {
         let length = password.count
-        if length < minimumLength { return ["is too short (minimum is \(minimumLength) characters)"] }
-        if length > maximumLength { return ["is too long (maximum is \(maximumLength) characters)"] }
-        if CommonPasswords.contains(password) { return ["is one of the most common passwords: choose another"] }
+        if length < minimumLength { return [Phrase("errors.too_short", count: minimumLength)] }
+        if length > maximumLength { return [Phrase("errors.too_long", count: maximumLength)] }
+        if CommonPasswords.contains(password) { return [Phrase("errors.common_password")] }
         if let email, password.lowercased() == email.lowercased() || password.lowercased() == email.split(separator: "@").first?.lowercased() {
-            return ["can't be your email address"]
+            return [Phrase("errors.is_your_email")]
         }
         return []
     }

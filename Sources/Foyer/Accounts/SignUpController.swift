@@ -81,16 +81,17 @@ struct SignUpController {
         message: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
+        let language = views.language(for: request, context: context)
         var formCookie: Cookie?
         var csrfToken: String?
         if context.identity?.credential != .cookie {
             (csrfToken, formCookie) = SignInFormToken.forPage(request: request, secure: signIn.cookiesAreSecure(for: request))
         }
         let view = SignUpView(
-            name: FormField("name", value: form.name, errors: fieldErrors), email: FormField("email", value: form.email, errors: fieldErrors),
-            password: FormField("password", value: "", errors: fieldErrors),
-            acceptTerms: FormField("accept_terms", value: "", errors: fieldErrors), termsAccepted: form.acceptTerms,
-            errors: message.map { [$0] } ?? errors?.fullMessages ?? [], hasErrors: message != nil || errors != nil, csrfToken: csrfToken,
+            name: FormField("name", value: form.name, errors: fieldErrors, in: language), email: FormField("email", value: form.email, errors: fieldErrors, in: language),
+            password: FormField("password", value: "", errors: fieldErrors, in: language),
+            acceptTerms: FormField("accept_terms", value: "", errors: fieldErrors, in: language), termsAccepted: form.acceptTerms,
+            errors: message.map { [$0] } ?? errors?.fullMessages(in: language) ?? [], hasErrors: message != nil || errors != nil, csrfToken: csrfToken,
             returnTo: returnTo, signInPath: returnTo.map { "/sign_in?return_to=" + FormEncoding.escape($0) } ?? "/sign_in"
         )
         var response = views.page("registrations/new", ["title": Phrase("sign_up.title"), "form_page": true, "signUp": view], request: request, context: context, status: status)

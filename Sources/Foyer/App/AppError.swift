@@ -29,20 +29,39 @@ extension StringProtocol {
     }
 }
 
-/// Input that does not validate: field → messages, Rails-style (`{"title": ["can't be blank"]}`).
+/// Input that does not validate: field → messages, Rails-style (`{"title": [Phrase("errors.blank")]}`), each said in the
+/// reader's language when the answer is written (the fields' names stay as they are in every language).
 /// JSON clients get 422 `{"errors": …}`; HTML controllers catch it and show the form again.
 struct ValidationFailed: Error {
-    let errors: [String: [String]]
+    let errors: [String: [Phrase]]
     /// 422, or 413 for a file too large to take.
     var status: HTTPResponse.Status = .unprocessableContent
 
+    /// The messages in `language`, by field.
+    func messages(in language: Language) -> [String: [String]] {
+        errors.mapValues { $0.map(language.say) }
+    }
+
     /// "Title can't be blank", one sentence per message, fields in a stable order.
-    var fullMessages: [String] {
+    func fullMessages(in language: Language) -> [String] {
         errors.keys.sorted().flatMap { field in
-            errors[field, default: []].map { message in
-                let words = field.replacingOccurrences(of: "_", with: " ")
-                return "\(words.prefix(1).uppercased() + words.dropFirst()) \(message)"
-            }
+            errors[field, default: []].map { Self.fullMessage(field: field, language.say($0), in: language) }
         }
+    }
+
+    /// The fields whose names the catalogs hold (`attributes.<field>`); any other is said as it is spelt.
+    static let namedFields = ["title", "content", "picture", "alt", "name", "email", "password", "current_password", "accept_terms", "locale", "version"]
+
+    /// A field's message as a sentence in `language`: "Title can't be blank", "Título não pode ficar em branco",
+    /// "标题不能为空" (Rails' `errors.format`).
+    static func fullMessage(field: String, _ message: String, in language: Language) -> String {
+        let attribute: String
+        if namedFields.contains(field) {
+            attribute = language.text("attributes." + field)
+        } else {
+            let words = field.replacingOccurrences(of: "_", with: " ")
+            attribute = words.prefix(1).uppercased() + words.dropFirst()
+        }
+        return language.text("errors.format", ["attribute": attribute, "message": message])
     }
 }

@@ -90,12 +90,23 @@ struct ErrorMiddleware: RouterMiddleware {
             signedIn.identity = refused.identity
             return views.page("terms/show", ["title": "Accept the terms to post", "terms": view], request: request, context: signedIn, status: .forbidden)
         }
-        if let invalid = error as? ValidationFailed, request.wantsJSON {
+        if let invalid = error as? ValidationFailed {
+            // The fields keep their names in every language; the messages are in the reader's.
+            let language = views.language(for: request, context: context)
+            guard request.wantsJSON else {
+                return views.page(
+                    "errors/show", ["title": invalid.status.reasonPhrase, "status": invalid.status.code, "message": invalid.fullMessages(in: language).joined(separator: " ")],
+                    request: request, context: context, status: invalid.status
+                )
+            }
             struct Body: Encodable {
                 let error: String
                 let errors: [String: [String]]
             }
-            return Response.json(Body(error: invalid.fullMessages.joined(separator: "; "), errors: invalid.errors), status: invalid.status)
+            let body = Body(error: invalid.fullMessages(in: language).joined(separator: "; "), errors: invalid.messages(in: language))
+            var response = Response.json(body, status: invalid.status)
+            response.headers[.contentLanguage] = language.tag
+            return response
         }
         let (status, title, message) = Self.describe(error)
         // 501 is a feature this server was not configured for: the answer says so, the log need not.
@@ -140,8 +151,6 @@ struct ErrorMiddleware: RouterMiddleware {
             return (error.status, "Tasks are unavailable", error.message)
         case let error as TaskOperationFailed:
             return (.badGateway, "The task server refused", "The task server answered: \(error.description)")
-        case let error as ValidationFailed:
-            return (error.status, error.status.reasonPhrase, error.fullMessages.joined(separator: " "))
         case is DecodingError:
             return (.badRequest, "Bad Request", "The request body could not be read: \(error)")
         case is PostgresStore.Unreachable:

@@ -6,11 +6,11 @@ struct FormField: Sendable {
     /// "Title can't be blank"; nil when the field is fine.
     let error: String?
 
-    init(_ name: String, value: String, errors: [String: [String]] = [:]) {
+    init(_ name: String, value: String, errors: [String: [Phrase]] = [:], in language: Language) {
         self.name = name
         self.value = value
-        let words = name.replacingOccurrences(of: "_", with: " ")
-        let label = words.prefix(1).uppercased() + words.dropFirst()
-        error = errors[name].map { messages in messages.map { "\(label) \($0)" }.joined(separator: ". ") }
+        error = errors[name].map { messages in
+            messages.map { ValidationFailed.fullMessage(field: name, language.say($0), in: language) }.joined(separator: ". ")
+        }
     }
 }

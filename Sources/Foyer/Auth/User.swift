@@ -125,7 +125,8 @@ public struct UserRepository: Sendable {
         let email = User.normalize(email: rawEmail)
         guard Self.isEmailAddress(email) else { throw UserError.invalidEmail(rawEmail) }
         let problems = PasswordRules.problems(password, email: email)
-        guard problems.isEmpty else { throw UserError.unacceptablePassword(problems) }
+        // Said on the command line (`foyer user add`), in the default catalog's words.
+        guard problems.isEmpty else { throw UserError.unacceptablePassword(problems.map { Languages.shipped?.fallback.say($0) ?? $0.key }) }
         let hash = try await passwords.hash(password)
         let now = Date()
         let name = name.map(Self.tidy(name:)).flatMap { $0.isEmpty ? nil : $0 } ?? User.defaultName(email: email)
@@ -136,7 +137,7 @@ public struct UserRepository: Sendable {
     }
 
     /// Someone signing themselves up: every field's problems at once, Rails-style, as `ValidationFailed`
-    /// (`{"email": ["has already been taken"]}`). The address waits to be confirmed.
+    /// (`{"email": [Phrase("errors.taken")]}`). The address waits to be confirmed.
     /// `password` nil: the account is made to sign in with a passkey, added right after (`User.passkeyOnly`).
     func signUp(
         name rawName: String, email rawEmail: String, password: String?, acceptsTerms: Bool, locale: String? = nil,
@@ -145,16 +146,16 @@ public struct UserRepository: Sendable {
         let (name, email) = (Self.tidy(name: rawName), User.normalize(email: rawEmail))
         var errors = Self.nameErrors(name)
         if email.isEmpty {
-            errors["email", default: []].append("can't be blank")
+            errors["email", default: []].append(Phrase("errors.blank"))
         } else if !Self.isEmailAddress(email) {
-            errors["email", default: []].append("is not an email address")
+            errors["email", default: []].append(Phrase("errors.not_email"))
         }
         let problems = password.map { PasswordRules.problems($0, email: email) } ?? []
         if !problems.isEmpty { errors["password"] = problems }
-        if !acceptsTerms { errors["accept_terms"] = ["must be accepted"] }
+        if !acceptsTerms { errors["accept_terms"] = [Phrase("errors.must_be_accepted")] }
         guard errors.isEmpty else { throw ValidationFailed(errors: errors) }
         // Hashing takes a while: an address already taken is answered without it.
-        if try await storage.find(email: email) != nil { throw ValidationFailed(errors: ["email": ["has already been taken"]]) }
+        if try await storage.find(email: email) != nil { throw ValidationFailed(errors: ["email": [Phrase("errors.taken")]]) }
         let hash = if let password { try await passwords.hash(password) } else { User.passkeyOnly }
         do {
             let now = Date()
@@ -162,14 +163,14 @@ public struct UserRepository: Sendable {
             user.locale = locale
             return try await storage.insert(user, writes: writes)
         } catch UserError.emailTaken {
-            throw ValidationFailed(errors: ["email": ["has already been taken"]])
+            throw ValidationFailed(errors: ["email": [Phrase("errors.taken")]])
         }
     }
 
-    static func nameErrors(_ name: String) -> [String: [String]] {
-        if name.isEmpty { return ["name": ["can't be blank"]] }
+    static func nameErrors(_ name: String) -> [String: [Phrase]] {
+        if name.isEmpty { return ["name": [Phrase("errors.blank")]] }
         if name.unicodeScalars.count > User.maximumNameLength {
-            return ["name": ["is too long (maximum is \(User.maximumNameLength) characters)"]]
+            return ["name": [Phrase("errors.too_long", count: User.maximumNameLength)]]
         }
         return [:]
     }

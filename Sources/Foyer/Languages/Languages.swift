@@ -118,14 +118,22 @@ final class Languages: Sendable {
         }
     }
 
-    /// The catalogs shipped in Foyer's resource bundle.
+    /// The shipped catalogs, for words said outside any request (the command line's messages); nil without the bundle.
+    static let shipped: Languages? = try? bundled()
+
+    /// The catalogs shipped in Foyer's resource bundle, read once per process.
     static func bundled(defaultTag: String = "en") throws -> Languages {
+        let catalogs = try shippedCatalogs.get()
+        return try Languages(catalogs: catalogs, defaultTag: defaultTag)
+    }
+
+    private static let shippedCatalogs = Result<[Catalog], any Error> {
         guard let directory = Bundle.module.url(forResource: "Languages", withExtension: nil) else {
             throw StartupError("Resources/Languages is missing from Foyer's resource bundle (Foyer_Foyer.resources): ship it beside the binary")
         }
         let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).filter { $0.pathExtension == "po" }
         do {
-            return try Languages(catalogs: try files.map(Catalog.init(contentsOf:)), defaultTag: defaultTag)
+            return try files.map(Catalog.init(contentsOf:))
         } catch let error as CatalogError {
             throw StartupError("Resources/Languages/\(error.description)")
         }

@@ -7,10 +7,13 @@ struct MailFeature {
     let settings: MailSettings
     /// Where links in mail point.
     let origin: String
+    /// Mail is written in each recipient's language.
+    let languages: Languages
 
     init(_ app: Foundations) {
         let config = app.config
         settings = config.mail
+        languages = app.views.languages
         let delivery: any MailDelivery = if let smtp = settings.smtp {
             SMTPDelivery(server: smtp)
         } else {
@@ -22,7 +25,7 @@ struct MailFeature {
         app.run(sender)
     }
 
-    var accountMail: AccountMail { AccountMail(origin: origin, sender: settings.from) }
+    var accountMail: AccountMail { AccountMail(origin: origin, sender: settings.from, languages: languages) }
 
     /// `foyer-mail/` beside a SQLite file; the working directory's for `:memory:` and PostgreSQL.
     static func defaultFolder(databasePath: String) -> String {

@@ -49,7 +49,7 @@ struct BlocksController {
     /// The block, written once (and logged for the moderators); true when it is new.
     private func block(_ id: Int64?, by blocker: User) async throws -> (User, Bool) {
         guard let id, let blockerID = blocker.id, id != blockerID, let blocked = try await users.storage.find(id: id) else {
-            throw ValidationFailed(errors: ["user_id": ["names nobody you can block"]])
+            throw ValidationFailed(errors: ["user_id": [Phrase(verbatim: "names nobody you can block")]])
         }
         guard try await blocks.block(id, by: blockerID) else { return (blocked, false) }
         try await moderation.log(ModerationLogEntry(

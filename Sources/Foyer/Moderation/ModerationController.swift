@@ -193,15 +193,15 @@ struct ModerationController {
             throw AppError(.notFound, title: "Report not found", message: "There is no report \(reportID).")
         }
         let note = (body.note ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        var errors: [String: [String]] = [:]
+        var errors: [String: [Phrase]] = [:]
         let action = body.action.flatMap(ModerationAction.init(rawValue:)).flatMap { ModerationAction.onReports.contains($0) ? $0 : nil }
         if action == nil {
-            errors["action"] = ["must be one of \(ModerationAction.onReports.map(\.rawValue).joined(separator: ", "))"]
+            errors["action"] = [Phrase(verbatim: "must be one of \(ModerationAction.onReports.map(\.rawValue).joined(separator: ", "))")]
         } else if action?.needsPost == true, report.postId == nil {
-            errors["action"] = ["acts on a post, and this report is about a person"]
+            errors["action"] = [Phrase(verbatim: "acts on a post, and this report is about a person")]
         }
         if note.unicodeScalars.count > Self.maximumNoteLength {
-            errors["note"] = ["is too long (maximum is \(Self.maximumNoteLength) characters)"]
+            errors["note"] = [Phrase("errors.too_long", count: Self.maximumNoteLength)]
         }
         guard errors.isEmpty, let action else { throw ValidationFailed(errors: errors) }
         let request = ModerationRequest(action: action, report: report, moderator: moderator, note: note)
@@ -323,7 +323,7 @@ struct ModerationController {
         switch request.uri.queryParameters["status"].map(String.init) {
         case nil, "open": status = .open
         case "resolved": status = .resolved
-        case let other?: throw ValidationFailed(errors: ["status": ["must be open or resolved, not \(other)"]])
+        case let other?: throw ValidationFailed(errors: ["status": [Phrase(verbatim: "must be open or resolved, not \(other)")]])
         }
         return .json(try await storage.reports(status: status, limit: Self.queueLimit).map(ReportRecordJSON.init))
     }
@@ -420,12 +420,12 @@ struct ModerationController {
         switch body.role?.lowercased() {
         case "none": role = nil
         case let name?: 
-            guard let known = User.Role(rawValue: name) else { throw ValidationFailed(errors: ["role": ["must be moderator, admin or none"]]) }
+            guard let known = User.Role(rawValue: name) else { throw ValidationFailed(errors: ["role": [Phrase(verbatim: "must be moderator, admin or none")]]) }
             role = known
-        case nil: throw ValidationFailed(errors: ["role": ["must be moderator, admin or none"]])
+        case nil: throw ValidationFailed(errors: ["role": [Phrase(verbatim: "must be moderator, admin or none")]])
         }
         guard let email = body.email, !email.isBlank, let user = try await users.setRole(role, email: email), let id = user.id else {
-            throw ValidationFailed(errors: ["email": ["names no account"]])
+            throw ValidationFailed(errors: ["email": [Phrase(verbatim: "names no account")]])
         }
         signIn.sessions.forgetCachedSignIns(of: id)
         try await storage.log(ModerationLogEntry(

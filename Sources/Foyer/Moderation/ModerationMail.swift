@@ -11,13 +11,13 @@ struct ModerationMail: Sendable {
             var mails: [OutgoingMail] = []
             if let affected, let notice = notice(action, note: note, target: target) {
                 mails.append(mail.compose(
-                    to: affected.email, name: affected.name, subject: notice.subject, paragraphs: notice.paragraphs, button: nil,
+                    to: affected.email, name: affected.name, in: mail.languages.fallback, subject: notice.subject, paragraphs: notice.paragraphs, button: nil,
                     closing: notice.appeal ? "To appeal, reply by writing to \(contactEmail)." : "Thank you for keeping to the terms."
                 ))
             }
             mails += reporters.map { reporter in
                 mail.compose(
-                    to: reporter.email, name: reporter.name, subject: "Your report was handled",
+                    to: reporter.email, name: reporter.name, in: mail.languages.fallback, subject: "Your report was handled",
                     paragraphs: ["A moderator reviewed your report about \(target). \(Self.outcome(action))", "Thank you for telling us."],
                     button: nil, closing: "Questions? Write to \(contactEmail)."
                 )

@@ -35,7 +35,7 @@ struct PostingRules: Sendable {
         for (field, text) in [("title", changes.title), ("content", changes.content), ("alt", changes.alt)] {
             guard let text, let (kind, word) = watched.match(text) else { continue }
             switch kind {
-            case .block: throw ValidationFailed(errors: [field: ["contains “\(word)”, which is not allowed here (see the terms)"]])
+            case .block: throw ValidationFailed(errors: [field: [Phrase(verbatim: "contains “\(word)”, which is not allowed here (see the terms)")]])
             case .review: held = held ?? word
             }
         }

@@ -57,14 +57,14 @@ struct ReportsController {
     @Sendable func createFromAPI(request: Request, context: SignedInContext) async throws -> Response {
         var request = request
         let body = try await request.decodeBody(as: ReportBody.self)
-        var errors: [String: [String]] = [:]
+        var errors: [String: [Phrase]] = [:]
         let target: Report.Target? = switch (body.postId, body.userId) {
         case (let post?, nil): .post(post)
         case (nil, let user?): .user(user)
         case (nil, nil): nil
         case (_?, _?): nil
         }
-        if target == nil { errors["post_id", default: []].append("or user_id: give exactly one of them") }
+        if target == nil { errors["post_id", default: []].append(Phrase(verbatim: "or user_id: give exactly one of them")) }
         let draft = try validated(target: target, reason: body.reason, comment: body.comment ?? "", reporter: context.identity, errors: &errors)
         switch try await file(draft, reporter: context.identity.user) {
         case .filed(let report):
@@ -75,7 +75,7 @@ struct ReportsController {
         case .tooMany(let retryAfter):
             return Response.json(["error": Self.tooManyMessage], status: .tooManyRequests).retrying(at: retryAfter)
         case .unknownTarget:
-            throw ValidationFailed(errors: [target?.isPost == true ? "post_id" : "user_id": ["names nothing you can report"]])
+            throw ValidationFailed(errors: [target?.isPost == true ? "post_id" : "user_id": [Phrase(verbatim: "names nothing you can report")]])
         }
     }
 
@@ -128,7 +128,7 @@ struct ReportsController {
         let target = try await formTarget(request, context)
         var request = request
         let fields = try await request.formFields(limit: 8192)
-        var errors: [String: [String]] = [:]
+        var errors: [String: [Phrase]] = [:]
         let comment = fields["comment"] ?? ""
         do {
             let draft = try validated(target: target.target, reason: fields["reason"], comment: comment, reporter: context.identity, errors: &errors)
@@ -140,7 +140,7 @@ struct ReportsController {
                     for: target, reason: fields["reason"], comment: comment, message: Self.tooManyMessage, request: request, context: context,
                     status: .tooManyRequests
                 ).retrying(at: retryAfter)
-            case .unknownTarget: errors["reason"] = ["cannot be given about yourself"]
+            case .unknownTarget: errors["reason"] = [Phrase(verbatim: "cannot be given about yourself")]
             }
         } catch let invalid as ValidationFailed {
             errors = invalid.errors
@@ -151,27 +151,29 @@ struct ReportsController {
     }
 
     private func page(
-        for target: FormTarget, reason: String?, comment: String, errors: [String: [String]] = [:], message: String? = nil, request: Request,
+        for target: FormTarget, reason: String?, comment: String, errors: [String: [Phrase]] = [:], message: String? = nil, request: Request,
         context: SignedInContext, status: HTTPResponse.Status = .ok
     ) -> Response {
+        let language = views.language(for: request, context: context)
         let view = ReportFormView(
             action: target.path + "/report", cancel: target.path, subject: target.subject,
             reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label, checked: $0.rawValue == reason) },
-            comment: FormField("comment", value: comment, errors: errors),
-            reasonError: errors["reason"].map { "Reason " + $0.joined(separator: ". ") }, message: message
+            comment: FormField("comment", value: comment, errors: errors, in: language),
+            reasonError: errors["reason"].map { $0.map { ValidationFailed.fullMessage(field: "reason", language.say($0), in: language) }.joined(separator: ". ") },
+            message: message
         )
         return views.page("moderation/report", ["title": target.title, "form_page": true, "report": view], request: request, context: context, status: status)
     }
 
     private func validated(
-        target: Report.Target?, reason: String?, comment: String, reporter: Identity, errors: inout [String: [String]]
+        target: Report.Target?, reason: String?, comment: String, reporter: Identity, errors: inout [String: [Phrase]]
     ) throws -> ReportDraft {
         let reason = reason.flatMap(Report.Reason.init(rawValue:))
         if reason == nil {
-            errors["reason", default: []].append("must be one of \(Report.Reason.allCases.map(\.rawValue).joined(separator: ", "))")
+            errors["reason", default: []].append(Phrase(verbatim: "must be one of \(Report.Reason.allCases.map(\.rawValue).joined(separator: ", "))"))
         }
         if comment.unicodeScalars.count > Report.maximumCommentLength {
-            errors["comment", default: []].append("is too long (maximum is \(Report.maximumCommentLength) characters)")
+            errors["comment", default: []].append(Phrase("errors.too_long", count: Report.maximumCommentLength))
         }
         guard errors.isEmpty, let target, let reason else { throw ValidationFailed(errors: errors) }
         return ReportDraft(reporterId: reporter.userId, target: target, reason: reason, comment: comment)
@@ -194,7 +196,7 @@ struct ReportsController {
                 if !report.comment.isEmpty { paragraphs.append(reporterName == nil ? report.comment : "In their words: “\(report.comment)”") }
                 paragraphs.append("Reports are to be answered within 24 hours.")
                 return mail.compose(
-                    to: moderator.email, name: moderator.name,
+                    to: moderator.email, name: moderator.name, in: mail.languages.fallback,
                     subject: reporterName == nil ? "A post waits for review" : "New report: \(report.reason.label)", paragraphs: paragraphs,
                     button: ("Open the moderation queue", "\(mail.origin)/moderation"),
                     closing: "You get this mail because you are a moderator."

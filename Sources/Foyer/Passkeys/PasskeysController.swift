@@ -101,7 +101,7 @@ struct PasskeysController {
     private func rename(_ id: String, to name: String?, context: SignedInContext) async throws {
         let name = name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         guard !name.isEmpty, name.count <= Passkeys.maximumNameLength else {
-            throw ValidationFailed(errors: ["name": [name.isEmpty ? "can't be blank" : "is too long (at most \(Passkeys.maximumNameLength) characters)"]])
+            throw ValidationFailed(errors: ["name": [name.isEmpty ? Phrase("errors.blank") : Phrase("errors.too_long", count: Passkeys.maximumNameLength)]])
         }
         guard try await passkeys.rename(id, of: context.identity.user, to: name) else { throw Self.notFound }
     }

@@ -101,24 +101,24 @@ struct PostChanges: Sendable {
         }
     }
 
-    /// Field → messages, Rails-style (`{"title": ["can't be blank"]}`); empty when valid.
+    /// Field → messages, Rails-style (`{"title": [Phrase("errors.blank")]}`); empty when valid.
     /// Lengths count Unicode code points, as JSON Schema's maxLength and most clients do (not Swift's graphemes).
-    func validationErrors(creating: Bool) -> [String: [String]] {
-        var errors: [String: [String]] = [:]
+    func validationErrors(creating: Bool) -> [String: [Phrase]] {
+        var errors: [String: [Phrase]] = [:]
         if let title {
-            if title.isBlank { errors["title", default: []].append("can't be blank") }
+            if title.isBlank { errors["title", default: []].append(Phrase("errors.blank")) }
             if title.unicodeScalars.count > Post.maximumTitleLength {
-                errors["title", default: []].append("is too long (maximum is \(Post.maximumTitleLength) characters)")
+                errors["title", default: []].append(Phrase("errors.too_long", count: Post.maximumTitleLength))
             }
         } else if creating {
-            errors["title", default: []].append("can't be blank")
+            errors["title", default: []].append(Phrase("errors.blank"))
         }
         if let content, content.unicodeScalars.count > Post.maximumContentLength {
-            errors["content", default: []].append("is too long (maximum is \(Post.maximumContentLength) characters)")
+            errors["content", default: []].append(Phrase("errors.too_long", count: Post.maximumContentLength))
         }
-        if let pictureRefused { errors["picture", default: []].append(pictureRefused.message) }
+        if let pictureRefused { errors["picture", default: []].append(Phrase(verbatim: pictureRefused.message)) }
         if let alt, alt.unicodeScalars.count > PictureLimits.maximumAltLength {
-            errors["alt", default: []].append("is too long (maximum is \(PictureLimits.maximumAltLength) characters)")
+            errors["alt", default: []].append(Phrase("errors.too_long", count: PictureLimits.maximumAltLength))
         }
         return errors
     }

@@ -314,13 +314,13 @@ struct PostsAPIController {
             throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"title\": \"…\", \"content\": \"…\"}")
         }
         let fields = object["post"] as? [String: Any] ?? object
-        var wrongTypes: [String: [String]] = [:]
+        var wrongTypes: [String: [Phrase]] = [:]
         func text(_ name: String) -> String? {
             switch fields[name] {
             case nil: return nil
             case let value as String: return value
             default:
-                wrongTypes[name] = ["must be a string"]
+                wrongTypes[name] = [Phrase(verbatim: "must be a string")]
                 return nil
             }
         }
@@ -330,13 +330,13 @@ struct PostsAPIController {
             if let data = try? JSONSerialization.data(withJSONObject: [version]), let number = try? JSONDecoder().decode([Int].self, from: data).first {
                 changes.baseVersion = number
             } else {
-                wrongTypes["version"] = ["must be a whole number: the version you read"]
+                wrongTypes["version"] = [Phrase(verbatim: "must be a whole number: the version you read")]
             }
         }
         switch fields["picture"] {
         case nil: break
         case is NSNull: changes.picture = .remove
-        default: wrongTypes["picture"] = ["must be null (to remove it); send a picture as a file in multipart/form-data"]
+        default: wrongTypes["picture"] = [Phrase(verbatim: "must be null (to remove it); send a picture as a file in multipart/form-data")]
         }
         guard wrongTypes.isEmpty else { throw ValidationFailed(errors: wrongTypes) }
         return changes

@@ -210,15 +210,16 @@ struct PostsController {
         errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok, page: FormPage? = nil, livePosition: String? = nil
     ) -> Response {
         let fieldErrors = errors?.errors ?? [:]
+        let language = views.language(for: request, context: context)
         var values: [String: Any] = [
             "title": id == nil ? Phrase("posts.new.title") : Phrase("posts.edit.title"),
             "form_page": true,
             "form": PostFormView(
                 action: id.map { "/posts/\($0)" } ?? "/posts", editing: id != nil, cancel: id.map { "/posts/\($0)" } ?? "/posts",
-                title: FormField("title", value: changes.title ?? "", errors: fieldErrors),
-                content: FormField("content", value: changes.content ?? "", errors: fieldErrors),
-                picture: FormField("picture", value: "", errors: fieldErrors),
-                alt: FormField("alt", value: changes.alt ?? "", errors: fieldErrors),
+                title: FormField("title", value: changes.title ?? "", errors: fieldErrors, in: language),
+                content: FormField("content", value: changes.content ?? "", errors: fieldErrors, in: language),
+                picture: FormField("picture", value: "", errors: fieldErrors, in: language),
+                alt: FormField("alt", value: changes.alt ?? "", errors: fieldErrors, in: language),
                 current: current.map { PictureView($0, lazy: false) }, version: changes.baseVersion,
                 changedNoticeID: livePosition.flatMap { _ in id.map(PostChangedNoticeView.slotID) }
             ),
@@ -257,7 +258,7 @@ struct PostsController {
         func field(_ name: String) -> String? { form.fields[name] ?? form.fields["post[\(name)]"] }
         var changes = PostChanges(title: field("title"), content: field("content"), alt: field("alt"))
         if let version = field("version"), !version.isEmpty {
-            guard let number = Int(version) else { throw ValidationFailed(errors: ["version": ["must be a whole number"]]) }
+            guard let number = Int(version) else { throw ValidationFailed(errors: ["version": [Phrase("errors.whole_number")]]) }
             changes.baseVersion = number
         }
         if let file = form.files["picture"] ?? form.files["post[picture]"], file.bytes.readableBytes > 0 {

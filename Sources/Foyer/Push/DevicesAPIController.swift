@@ -112,7 +112,7 @@ struct DevicesAPIController {
     private static func refusal(_ status: Int, detail: String, platform: PushSettings.Platform?) -> any Error {
         if status == 400 {
             let why = detail.isEmpty ? "" : ": \(detail)"
-            return ValidationFailed(errors: ["device_token": ["was refused by Unified Push as a \(platform?.displayName ?? "") device token\(why)"]])
+            return ValidationFailed(errors: ["device_token": [Phrase(verbatim: "was refused by Unified Push as a \(platform?.displayName ?? "") device token\(why)")]])
         }
         return AppError(.badGateway, message: "Unified Push refused Foyer's request (\(status)); the server's log says why")
     }
@@ -145,29 +145,29 @@ struct DevicesAPIController {
             throw AppError(.badRequest, message: "The body is not valid JSON: \(Self.expectedShape)")
         }
         let fields = object["device"] as? [String: Any] ?? object["notification_token"] as? [String: Any] ?? object
-        var errors: [String: [String]] = [:]
+        var errors: [String: [Phrase]] = [:]
 
         /// The first of `names` present, as a string; wrong types and lengths are noted under the name used.
         func text(_ names: [String], maximum: Int = maximumTextLength) -> (name: String, value: String)? {
             guard let name = names.first(where: { fields[$0] != nil && !(fields[$0] is NSNull) }) else { return nil }
             guard let value = fields[name] as? String else {
-                errors[name, default: []].append("must be a string")
+                errors[name, default: []].append(Phrase(verbatim: "must be a string"))
                 return nil
             }
             // Counted as JSON Schema's maxLength counts (code points), not as Swift's characters: "ó" written as "o" and
             // a combining accent is one Character but two code points.
-            if value.unicodeScalars.count > maximum { errors[name, default: []].append("is longer than \(maximum) characters") }
+            if value.unicodeScalars.count > maximum { errors[name, default: []].append(Phrase(verbatim: "is longer than \(maximum) characters")) }
             return (name, value)
         }
         func token(_ names: [String], required: Bool) -> String? {
             guard let (name, value) = text(names, maximum: maximumTokenLength) else {
-                if required { errors[names[0], default: []].append("can't be blank") }
+                if required { errors[names[0], default: []].append(Phrase("errors.blank")) }
                 return nil
             }
             if value.isEmpty {
-                errors[name, default: []].append("can't be blank")
+                errors[name, default: []].append(Phrase("errors.blank"))
             } else if !value.unicodeScalars.allSatisfy(isTokenCharacter) {
-                errors[name, default: []].append("may only hold letters, digits and . _ : -")
+                errors[name, default: []].append(Phrase(verbatim: "may only hold letters, digits and . _ : -"))
             }
             return value
         }
@@ -180,13 +180,13 @@ struct DevicesAPIController {
                 if platforms.contains(known) {
                     platform = known
                 } else {
-                    errors[name, default: []].append("is \(known.rawValue), but this server has no \(known.displayName) variant configured")
+                    errors[name, default: []].append(Phrase(verbatim: "is \(known.rawValue), but this server has no \(known.displayName) variant configured"))
                 }
             } else {
-                errors[name, default: []].append("must be ios or android")
+                errors[name, default: []].append(Phrase(verbatim: "must be ios or android"))
             }
         } else if errors["deviceType"] == nil {
-            errors["deviceType", default: []].append("must be ios or android")
+            errors["deviceType", default: []].append(Phrase(verbatim: "must be ios or android"))
         }
         let operatingSystem = text(["operatingSystem", "operating_system"])?.value
         let osVersion = text(["osVersion", "os_version"])?.value
@@ -195,7 +195,7 @@ struct DevicesAPIController {
             if let list = value as? [String], list.count <= maximumCategories, list.allSatisfy({ !$0.isEmpty && $0.unicodeScalars.count <= maximumTextLength }) {
                 categories = list
             } else {
-                errors["categories", default: []].append("must be a list of at most \(maximumCategories) names of 1 to \(maximumTextLength) characters")
+                errors["categories", default: []].append(Phrase(verbatim: "must be a list of at most \(maximumCategories) names of 1 to \(maximumTextLength) characters"))
             }
         }
         guard errors.isEmpty, let deviceToken, let platform else { throw ValidationFailed(errors: errors) }

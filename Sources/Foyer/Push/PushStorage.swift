@@ -25,7 +25,7 @@ extension Store {
 }
 
 private func anotherAccount(_ field: String) -> ValidationFailed {
-    ValidationFailed(errors: [field: ["is registered to another account; sign that account out on the device first"]])
+    ValidationFailed(errors: [field: [Phrase(verbatim: "is registered to another account; sign that account out on the device first")]])
 }
 
 struct SQLitePushStorage: PushStorage {

@@ -170,7 +170,7 @@ struct TasksController {
         var values: [String: Any] = [
             "title": task == nil ? "New task" : "Edit task",
             "form_page": true,
-            "form": fields.view(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil, errors: errors),
+            "form": fields.view(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil, errors: errors, in: views.language(for: request, context: context)),
         ]
         if let errors {
             values["has_errors"] = true
@@ -193,7 +193,7 @@ struct TasksController {
             "tasks/conflict",
             [
                 "title": conflict.heading, "form_page": true, "conflict": conflict,
-                "form": retry.view(action: "/tasks/\(server.id)", editing: true),
+                "form": retry.view(action: "/tasks/\(server.id)", editing: true, in: views.language(for: request, context: context)),
             ],
             request: request, context: context, status: .conflict
         )
@@ -222,19 +222,19 @@ struct TaskFields {
 
     /// What is wrong, by field; nil when nothing is.
     var errors: ValidationFailed? {
-        var errors: [String: [String]] = [:]
-        if title.isBlank { errors["title"] = ["can't be blank"] }
-        if !TaskItem.statuses.contains(status) { errors["status"] = ["must be one of \(TaskItem.statuses.joined(separator: ", "))"] }
+        var errors: [String: [Phrase]] = [:]
+        if title.isBlank { errors["title"] = [Phrase("errors.blank")] }
+        if !TaskItem.statuses.contains(status) { errors["status"] = [Phrase(verbatim: "must be one of \(TaskItem.statuses.joined(separator: ", "))")] }
         return errors.isEmpty ? nil : ValidationFailed(errors: errors)
     }
 
-    func view(action: String, editing: Bool, errors: ValidationFailed? = nil) -> TaskFormView {
+    func view(action: String, editing: Bool, errors: ValidationFailed? = nil, in language: Language) -> TaskFormView {
         let fieldErrors = errors?.errors ?? [:]
         return TaskFormView(
             action: action, editing: editing, version: version ?? 0,
-            title: FormField("title", value: title, errors: fieldErrors),
-            description: FormField("description", value: description, errors: fieldErrors),
-            status: FormField("status", value: status, errors: fieldErrors),
+            title: FormField("title", value: title, errors: fieldErrors, in: language),
+            description: FormField("description", value: description, errors: fieldErrors, in: language),
+            status: FormField("status", value: status, errors: fieldErrors, in: language),
             statuses: TaskItem.statuses.map { TaskFormView.Status(value: $0, label: $0.capitalized, selected: $0 == status) }
         )
     }
