@@ -11,6 +11,14 @@
 //
 // The id of the last event applied is kept on the element, so a page Turbo restores from its snapshot cache
 // (Back) resumes from there instead of missing what changed while it was away.
+// The words scripts show, in the page's language: the layout's #foyer-words (the catalogs' js.* messages), read
+// when they are needed, since Turbo swaps the body (and the words with it) on every visit.
+window.foyerWords = (key, values = {}) => {
+  let words = {}
+  try { words = JSON.parse(document.getElementById("foyer-words")?.textContent || "{}") } catch { words = {} }
+  return (words[key] ?? key).replace(/\{\{\s*(\w+)\s*\}\}/g, (_, name) => String(values[name] ?? ""))
+}
+
 if (!customElements.get("turbo-stream-source")) {
   // Event ids are "epoch-number". An id is news to a page unless it is from the same epoch and not further on.
   const isAfter = (id, position) => {

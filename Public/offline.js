@@ -34,9 +34,10 @@
   }
 
   const clock = (date) => {
-    const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
+    const locale = document.documentElement.lang || []
+    const time = date.toLocaleTimeString(locale, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
     if (date.toDateString() === new Date().toDateString()) return time
-    return date.toLocaleDateString([], { weekday: "short", day: "numeric", month: "short" }) + ", " + time
+    return date.toLocaleDateString(locale, { weekday: "short", day: "numeric", month: "short" }) + ", " + time
   }
 
   function showCopyNotice() {
@@ -48,21 +49,22 @@
       notice.setAttribute("role", "status")
       document.querySelector("main").prepend(notice)
     }
-    notice.textContent = `Offline — showing this page as it was at ${clock(new Date(keptAt))}`
+    notice.textContent = foyerWords("offline_copy", { time: clock(new Date(keptAt)) })
   }
 
-  const statusLabels = { OPEN: "Open", ASSIGNED: "Assigned", COMPLETE: "Complete" }
-  const describe = (write) => (write.kind === "status" ? `marked ${statusLabels[write.status] || write.status}` : `“${write.title}”`)
+  const statusLabels = { OPEN: "status_open", ASSIGNED: "status_assigned", COMPLETE: "status_complete" }
+  const status = (value) => (statusLabels[value] ? foyerWords(statusLabels[value]) : value)
+  const describe = (write) => (write.kind === "status" ? foyerWords("marked", { status: status(write.status) }) : `“${write.title}”`)
 
   // What the server said when a waiting write arrived: a newer version (409 from a form, 412 from If-Match), the
   // thing itself gone (410), or anything else it refused.
-  const refusedLabels = { 409: "Not saved: changed by someone else", 412: "Not saved: changed by someone else", 410: "Not saved: it was deleted" }
+  const refusedLabels = { 409: "not_saved_changed", 412: "not_saved_changed", 410: "not_saved_deleted" }
 
   function badge(write) {
     const refused = write.state === "refused"
     const element = document.createElement(refused ? "a" : "span")
     element.className = refused ? "waiting-badge waiting-write refused-badge" : "waiting-badge waiting-write"
-    element.textContent = refused ? refusedLabels[write.answer.status] || "Refused — see why" : "Not sent yet"
+    element.textContent = foyerWords(refused ? refusedLabels[write.answer.status] || "refused" : "not_sent")
     if (refused) element.href = `/offline/refused/${write.key}`
     return element
   }
@@ -98,7 +100,7 @@
     pages.replaceChildren(...state.pages.map((page) => {
       const link = Object.assign(document.createElement("a"), { href: page.url, textContent: page.title || page.url })
       const item = document.createElement("li")
-      item.append(link, ` · kept at ${clock(new Date(page.keptAt))}`)
+      item.append(link, " · " + foyerWords("kept_at", { time: clock(new Date(page.keptAt)) }))
       return item
     }))
     document.getElementById("offline-pages-empty").hidden = state.pages.length > 0
@@ -117,7 +119,7 @@
     const key = /^\/offline\/refused\/([^/]+)$/.exec(location.pathname)
     const actions = document.querySelector("main form .form-actions")
     if (!key || !actions || actions.querySelector("[data-discard-write]")) return
-    const button = Object.assign(document.createElement("button"), { type: "button", className: "secondary", textContent: "Discard my changes" })
+    const button = Object.assign(document.createElement("button"), { type: "button", className: "secondary", textContent: foyerWords("discard") })
     button.dataset.discardWrite = key[1]
     button.addEventListener("click", async () => {
       const next = await askWorker("discard", { key: key[1] })

@@ -14,14 +14,14 @@
       body: body === undefined ? "{}" : JSON.stringify(body),
     })
     const answer = await response.json().catch(() => ({}))
-    if (!response.ok) throw new Error(answer.error || answer.error_description || `The server answered ${response.status}`)
+    if (!response.ok) throw new Error(answer.error || answer.error_description || foyerWords("server_answered", { status: response.status }))
     return answer
   }
 
   const show = (element, text) => { if (element) { element.textContent = text; element.hidden = !text } }
 
   // A ceremony the person cancelled, or that timed out, says so plainly; anything else says what the browser said.
-  const reason = (error) => (error && error.name === "NotAllowedError" ? "The passkey request was cancelled or timed out." : error.message || String(error))
+  const reason = (error) => (error && error.name === "NotAllowedError" ? foyerWords("passkey_cancelled") : error.message || String(error))
 
   // --- /account: add one ----------------------------------------------------------------------------------------
 

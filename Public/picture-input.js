@@ -4,7 +4,7 @@
   const limitMessage = (input, file) => {
     const limit = Number(input.dataset.maximumBytes || 0)
     if (!limit || file.size <= limit) return ""
-    return `This picture is ${(file.size / 1048576).toFixed(1)} MB; pictures may be at most ${Math.round(limit / 1048576)} MB.`
+    return foyerWords("picture_too_large", { size: (file.size / 1048576).toFixed(1), limit: Math.round(limit / 1048576) })
   }
 
   document.addEventListener("change", (event) => {
@@ -27,7 +27,7 @@
     preview.hidden = !file || Boolean(message)
     if (!file || message) return
     const image = document.createElement("img")
-    image.alt = "The picture chosen"
+    image.alt = foyerWords("picture_chosen")
     // HEIC shows only where the browser reads it (Safari); elsewhere the preview stays hidden.
     image.onerror = () => { preview.hidden = true }
     image.src = URL.createObjectURL(file)

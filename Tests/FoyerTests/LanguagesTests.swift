@@ -150,6 +150,16 @@ import Testing
                 if let key = match.output[1].substring { keys.insert(String(key)) }
             }
         }
+        // Scripts say `foyerWords("key"`: the catalogs' `js.key`.
+        let scriptCall = try Regex(#"foyerWords\("([a-z0-9_]+)""#)
+        for file in try FileManager.default.contentsOfDirectory(atPath: packageRoot + "/Public") where file.hasSuffix(".js") {
+            let text = try String(contentsOfFile: packageRoot + "/Public/" + file, encoding: .utf8)
+            for match in text.matches(of: scriptCall) {
+                if let key = match.output[1].substring { keys.insert("js." + key) }
+            }
+        }
+        // offline.js names the task statuses by a table.
+        keys.formUnion(["js.status_open", "js.status_assigned", "js.status_complete", "js.not_saved_changed", "js.not_saved_deleted", "js.refused", "js.not_sent"])
         return keys
     }
 

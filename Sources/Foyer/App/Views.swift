@@ -169,6 +169,7 @@ struct CompiledLayout: Sendable {
                     var values: [String: Any] = [
                         "title": Self.markerFor(.title), "turbo_url": turboScriptURL, "native": native, "form_page": formPage,
                         "flash": Self.markerFor(.flash), "offline": offline, "lang": language.tag,
+                        "script_words": language.scriptWords,
                     ]
                     if signedIn {
                         values["csrf_token"] = Self.markerFor(.csrfToken)

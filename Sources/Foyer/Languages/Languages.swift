@@ -20,6 +20,15 @@ final class Language: Sendable, CustomStringConvertible {
 
     var description: String { tag }
 
+    /// The words scripts show (the catalog's `js.*` messages, without the prefix), as JSON a page carries in
+    /// `<script type="application/json" id="foyer-words">`: `<` is escaped, so nothing in it can end the element.
+    var scriptWords: String {
+        var words: [String: String] = [:]
+        for case let (key, .text(message)) in catalog.messages where key.hasPrefix("js.") { words[String(key.dropFirst(3))] = message }
+        let json = (try? JSONSerialization.data(withJSONObject: words, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: json, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
+    }
+
     /// A message, its `{{placeholders}}` filled from `values` (a placeholder with no value is left empty).
     func text(_ key: String, _ values: [String: String] = [:]) -> String {
         switch catalog.messages[key] {
