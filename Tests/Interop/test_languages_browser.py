@@ -9,7 +9,6 @@ import urllib.request
 import uuid
 
 import pytest
-
 from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, wait_for_page
 from test_accounts import SMTPPeer
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
