@@ -248,9 +248,10 @@ struct AccountSettingsController {
     /// `account/delete`: what goes, and the button that makes it go.
     struct DeletionView: Sendable {
         let email: String
-        let posts: Int
-        let sessions: Int
-        let devices: Int
+        /// "your 3 posts, which also leave every open page;", in the reader's language and its plural forms.
+        let posts: String
+        let sessions: String
+        let devices: String
         let hasLocalPassword: Bool
         let password: FormField
     }
@@ -263,13 +264,17 @@ struct AccountSettingsController {
         request: Request, context: SignedInContext, errors: [String: [Phrase]] = [:], status: HTTPResponse.Status = .ok
     ) async throws -> Response {
         let id = context.identity.userId
+        let language = accountPage.views.language(for: request, context: context)
         let view = DeletionView(
-            email: context.identity.user.email, posts: try await accounts.storage.postCount(userId: id),
-            sessions: try await accounts.signIn.sessions.list(userId: id).count, devices: try await accounts.devices?.list(userId: id).count ?? 0,
-            hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors, in: accountPage.views.language(for: request, context: context))
+            email: context.identity.user.email,
+            posts: language.plural("account.delete.posts", count: try await accounts.storage.postCount(userId: id)),
+            sessions: language.plural("account.delete.sessions", count: try await accounts.signIn.sessions.list(userId: id).count),
+            devices: language.plural("account.delete.devices", count: try await accounts.devices?.list(userId: id).count ?? 0),
+            hasLocalPassword: context.identity.user.hasLocalPassword, password: FormField("password", value: "", errors: errors, in: language)
         )
         return accountPage.views.page(
-            "account/delete", ["title": "Delete your account", "form_page": true, "deletion": view], request: request, context: context, status: status
+            "account/delete", ["title": Phrase("account.delete.title"), "form_page": true, "deletion": view], request: request, context: context,
+            status: status
         )
     }
 

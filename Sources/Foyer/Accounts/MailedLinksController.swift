@@ -19,7 +19,7 @@ struct MailedLinksController {
         signedIn.post("/api/v1/me/email_confirmation", use: resendConfirmation)
 
         router.get("/password_resets/new") { request, context in
-            views.page("password_resets/new", ["title": "Forgot your password?", "form_page": true], request: request, context: context)
+            views.page("password_resets/new", ["title": Phrase("sessions.forgot_password"), "form_page": true], request: request, context: context)
         }
         router.post("/password_resets", use: requestResetFromForm)
         router.post("/api/v1/password_resets", use: requestReset)
@@ -53,7 +53,7 @@ struct MailedLinksController {
         let view = ConfirmView(
             email: token.email, name: user.name, action: "/email_confirmations/\(secret)", change: token.email.lowercased() != user.email.lowercased()
         )
-        var response = views.page("account/confirm_email", ["title": "Confirm your address", "confirm": view], request: request, context: context)
+        var response = views.page("account/confirm_email", ["title": Phrase("confirm.title"), "confirm": view], request: request, context: context)
         response.headers[.cacheControl] = "no-store"
         response.headers[.referrerPolicy] = "no-referrer"
         return response
@@ -119,7 +119,7 @@ struct MailedLinksController {
         func form(_ message: Phrase, status: HTTPResponse.Status) -> Response {
             let view = ["email": FormField("email", value: email, errors: ["email": [message]], in: views.language(for: request, context: context))]
             return views.page(
-                "password_resets/new", ["title": "Forgot your password?", "form_page": true, "reset": view], request: request, context: context,
+                "password_resets/new", ["title": Phrase("sessions.forgot_password"), "form_page": true, "reset": view], request: request, context: context,
                 status: status
             )
         }
@@ -169,7 +169,7 @@ struct MailedLinksController {
         let view = ResetView(action: "/password_resets/\(secret)", email: user.email, password: FormField("password", value: "", errors: errors, in: views.language(for: request, context: context))
         )
         var response = views.page(
-            "password_resets/edit", ["title": "Choose a new password", "form_page": true, "reset": view], request: request, context: context,
+            "password_resets/edit", ["title": Phrase("resets.edit.title"), "form_page": true, "reset": view], request: request, context: context,
             status: status
         )
         response.headers[.cacheControl] = "no-store"

@@ -13,19 +13,22 @@ struct ConflictView: Sendable {
         var note: String? = nil
     }
 
-    /// "post", "task".
-    let noun: String
+    enum Record: Sendable { case post, task }
+
+    /// Which template words the page takes (`conflict.post.*`, `conflict.task.*`).
+    let isPost: Bool
     /// Who saved the newer version, when known (a task server does not say).
     let savedBy: String?
     let savedAt: TimeView?
     let theirs: Side
     let yours: Side
 
-    /// "Someone changed this post": the page's title and heading (stored: templates read only stored properties).
-    let heading: String
+    /// "Someone changed this post": the page's title (its heading is the template's).
+    let title: Phrase
 
-    init(noun: String, savedBy: String?, savedAt: TimeView?, theirs: Side, yours: Side) {
-        (self.noun, self.savedBy, self.savedAt, self.theirs, self.yours) = (noun, savedBy, savedAt, theirs, yours)
-        heading = "Someone changed this \(noun)"
+    init(record: Record, savedBy: String?, savedAt: TimeView?, theirs: Side, yours: Side) {
+        (self.savedBy, self.savedAt, self.theirs, self.yours) = (savedBy, savedAt, theirs, yours)
+        isPost = record == .post
+        title = record == .post ? Phrase("conflict.post.heading") : Phrase("conflict.task.heading")
     }
 }

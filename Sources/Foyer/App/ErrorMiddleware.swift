@@ -88,7 +88,7 @@ struct ErrorMiddleware: RouterMiddleware {
             )
             var signedIn = context
             signedIn.identity = refused.identity
-            return views.page("terms/show", ["title": "Accept the terms to post", "terms": view], request: request, context: signedIn, status: .forbidden)
+            return views.page("terms/show", ["title": Phrase("accept_terms.title"), "terms": view], request: request, context: signedIn, status: .forbidden)
         }
         if let invalid = error as? ValidationFailed {
             // The fields keep their names in every language; the messages are in the reader's.

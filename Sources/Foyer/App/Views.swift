@@ -1,7 +1,9 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
 import Mustache
+import NIOConcurrencyHelpers
 
 /// Mustache templates from Templates/, loaded once at start, one copy per language (`TemplateWords`). Page
 /// templates render a page's body; the layout every page shares is compiled once at start (see CompiledLayout), so
@@ -27,6 +29,17 @@ public struct Views: Sendable {
         for required in ["layout", "errors/show", "sessions/new"] where templates[required] == nil {
             throw StartupError("Templates/\(required).mustache is missing from \(directory)")
         }
+        // The same templates, settings and catalogs compile to the same views: a process that builds several
+        // applications (the tests build hundreds) compiles them once.
+        var digest = SHA256()
+        for (name, template) in templates.sorted(by: { $0.key < $1.key }) { digest.update(data: Array((name + "\u{0}" + template + "\u{0}").utf8)) }
+        digest.update(data: Array("\(turboScriptURL)\u{0}\(offline)\u{0}".utf8))
+        for language in languages.all { digest.update(data: Array("\(language.tag):\(language.catalog.fingerprint)\u{0}".utf8)) }
+        let key = digest.finalize().hexString
+        if let compiled = Self.compiled.withLockedValue({ $0[key] }) {
+            byLanguage = compiled
+            return
+        }
         var byLanguage: [InLanguage] = []
         for language in languages.all {
             var library = MustacheLibrary()
@@ -47,7 +60,10 @@ public struct Views: Sendable {
             byLanguage.append(InLanguage(library: library, layout: layout, pageHeaders: pageHeaders))
         }
         self.byLanguage = byLanguage
+        Self.compiled.withLockedValue { $0[key] = byLanguage }
     }
+
+    private static let compiled = NIOLockedValueBox([String: [InLanguage]]())
 
     /// Every `.mustache` file under `directory`, by its name there without the extension (`posts/index`).
     static func templates(in directory: String) throws -> [String: String] {

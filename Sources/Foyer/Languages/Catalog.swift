@@ -14,9 +14,12 @@ struct Catalog: Sendable {
     let tag: String
     let plural: PluralRule
     let messages: [String: Message]
+    /// Tells one catalog's text from another's (the file's digest): views compiled from the same ones are the same.
+    let fingerprint: String
 
+    /// A catalog made in code (tests): a fingerprint of its own, never taken for another's.
     init(tag: String, plural: PluralRule, messages: [String: Message]) {
-        (self.tag, self.plural, self.messages) = (tag, plural, messages)
+        (self.tag, self.plural, self.messages, fingerprint) = (tag, plural, messages, UUID().uuidString)
     }
 
     init(contentsOf url: URL) throws {
@@ -30,6 +33,7 @@ struct Catalog: Sendable {
     }
 
     init(po text: String) throws {
+        fingerprint = text.sha256Hex
         var entries = try Self.entries(text)
         guard let headerIndex = entries.firstIndex(where: { $0.id.isEmpty }) else { throw CatalogError("no header (msgid \"\")") }
         let header = Self.headerFields(entries.remove(at: headerIndex).strings[0] ?? "")

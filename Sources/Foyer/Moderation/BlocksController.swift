@@ -98,7 +98,7 @@ struct BlocksController {
             BlocksView.Person(id: $0.blocked.id, name: $0.blocked.name, since: time.view(of: $0.createdAt))
         }
         return views.page(
-            "moderation/blocks", ["title": "People you blocked", "blocks": BlocksView(people: people, isEmpty: people.isEmpty)],
+            "moderation/blocks", ["title": Phrase("blocks.title"), "blocks": BlocksView(people: people, isEmpty: people.isEmpty)],
             request: request, context: context
         )
     }

@@ -6,7 +6,20 @@ struct Report: Sendable {
     enum Reason: String, CaseIterable, Sendable {
         case spam, harassment, hate, sexual, violence, illegal, other
 
-        /// How the form and the mail say it.
+        /// How the form says it, in the reader's language.
+        func label(in language: Language) -> String {
+            switch self {
+            case .spam: language.text("reports.reason.spam")
+            case .harassment: language.text("reports.reason.harassment")
+            case .hate: language.text("reports.reason.hate")
+            case .sexual: language.text("reports.reason.sexual")
+            case .violence: language.text("reports.reason.violence")
+            case .illegal: language.text("reports.reason.illegal")
+            case .other: language.text("reports.reason.other")
+            }
+        }
+
+        /// How the moderators' mail says it.
         var label: String {
             switch self {
             case .spam: "Spam or a scam"

@@ -102,22 +102,25 @@ struct ReportsController {
     private struct FormTarget {
         let target: Report.Target
         let path: String
-        let subject: String
-        let title: String
+        let subject: Phrase
+        let title: Phrase
     }
 
     private func formTarget(_ request: Request, _ context: SignedInContext) async throws -> FormTarget {
         if request.uri.path.hasPrefix("/posts/") {
             let post = try await posts.find(in: context)
             return FormTarget(
-                target: .post(post.id), path: "/posts/\(post.id)", subject: "“\(post.post.title)” by \(post.author.name)", title: "Report a post"
+                target: .post(post.id), path: "/posts/\(post.id)", subject: Phrase("reports.subject.post", ["title": post.post.title, "author": post.author.name]),
+                title: Phrase("reports.title.post")
             )
         }
         let user = try await ProfilesController.person(
             try context.parameters.require("id"), visibleTo: context.identity, users: users, blocks: posts.blocks
         )
         let id = user.id ?? 0
-        return FormTarget(target: .user(id), path: "/users/\(id)", subject: "The account of \(user.name)", title: "Report an account")
+        return FormTarget(target: .user(id), path: "/users/\(id)", subject: Phrase("reports.subject.user", ["name": user.name]),
+            title: Phrase("reports.title.user")
+        )
     }
 
     @Sendable func form(request: Request, context: SignedInContext) async throws -> Response {
@@ -156,8 +159,8 @@ struct ReportsController {
     ) -> Response {
         let language = views.language(for: request, context: context)
         let view = ReportFormView(
-            action: target.path + "/report", cancel: target.path, subject: target.subject,
-            reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label, checked: $0.rawValue == reason) },
+            action: target.path + "/report", cancel: target.path, subject: language.say(target.subject),
+            reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label(in: language), checked: $0.rawValue == reason) },
             comment: FormField("comment", value: comment, errors: errors, in: language),
             reasonError: errors["reason"].map { $0.map { ValidationFailed.fullMessage(field: "reason", language.say($0), in: language) }.joined(separator: ". ") },
             message: message

@@ -66,12 +66,12 @@ struct TermsController {
             ))
         }
         let returnTo = request.uri.queryParameters["return_to"].map(String.init)
-        return views.page("terms/show", ["title": "Terms of use", "terms": TermsView(terms, identity: context.identity, returnTo: returnTo)], request: request, context: context)
+        return views.page("terms/show", ["title": Phrase("account.terms"), "terms": TermsView(terms, identity: context.identity, returnTo: returnTo)], request: request, context: context)
     }
 
     @Sendable func contact(request: Request, context: FoyerRequestContext) async throws -> Response {
         if request.wantsJSON { return .json(["contact_email": terms.contactEmail, "terms_url": Terms.path]) }
-        return views.page("terms/contact", ["title": "Contact", "contact_email": terms.contactEmail], request: request, context: context)
+        return views.page("terms/contact", ["title": Phrase("layout.footer.contact"), "contact_email": terms.contactEmail], request: request, context: context)
     }
 
     @Sendable func acceptFromForm(request: Request, context: SignedInContext) async throws -> Response {

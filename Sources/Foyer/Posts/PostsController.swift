@@ -175,9 +175,12 @@ struct PostsController {
         let theirs = current.post
         // A picture's description, when there is a picture and it has one.
         let hasPicture = current.picture != nil || { if case .replace? = changes.picture { true } else { false } }()
-        func described(_ alt: String?) -> String? { hasPicture ? alt.flatMap { $0.isBlank ? nil : "Picture: \($0)" } : nil }
+        let language = views.language(for: request, context: context)
+        func described(_ alt: String?) -> String? {
+            hasPicture ? alt.flatMap { $0.isBlank ? nil : language.text("conflict.post.picture", ["alt": $0]) } : nil
+        }
         let conflict = ConflictView(
-            noun: "post", savedBy: current.author.name, savedAt: views.readerTime(request, context: context).view(of: theirs.updatedAt),
+            record: .post, savedBy: current.author.name, savedAt: views.readerTime(request, context: context).view(of: theirs.updatedAt),
             theirs: .init(title: theirs.title, bodyHTML: PostText.html(theirs.content), note: described(current.picture?.alt)),
             yours: .init(
                 title: changes.title ?? theirs.title, bodyHTML: PostText.html(changes.content ?? theirs.content),
@@ -230,7 +233,7 @@ struct PostsController {
         var template = id == nil ? "posts/new" : "posts/edit"
         switch page {
         case .conflict(let conflict)?:
-            (values["title"], values["conflict"], template) = (conflict.heading, conflict, "posts/conflict")
+            (values["title"], values["conflict"], template) = (conflict.title, conflict, "posts/conflict")
         case .deleted(let message)?:
             (values["title"], values["deleted_notice"], template) = (Phrase("posts.new.deleted_heading"), message, "posts/new")
         case nil:

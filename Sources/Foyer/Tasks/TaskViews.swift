@@ -18,15 +18,25 @@ struct TaskView: Sendable {
     /// The list's status control: all three, the current one marked.
     let statuses: [StatusOption]
 
-    init(_ task: TaskItem) {
+    init(_ task: TaskItem, in language: Language) {
         let status = task.status ?? "OPEN"
         id = task.id
         title = task.title
         description = task.description
         self.status = status
-        statusLabel = status.capitalized
+        statusLabel = Self.label(status, in: language)
         version = task.version ?? 0
-        statuses = TaskItem.statuses.map { StatusOption(value: $0, label: $0.capitalized, current: $0 == status) }
+        statuses = TaskItem.statuses.map { StatusOption(value: $0, label: Self.label($0, in: language), current: $0 == status) }
+    }
+
+    /// A status as people say it: "Open", "Aberta", "待处理"; one the task server added later, as it spells it.
+    static func label(_ status: String, in language: Language) -> String {
+        switch status {
+        case "OPEN": language.text("tasks.status.open")
+        case "ASSIGNED": language.text("tasks.status.assigned")
+        case "COMPLETE": language.text("tasks.status.complete")
+        default: status.capitalized
+        }
     }
 }
 
@@ -38,11 +48,11 @@ struct TaskFragments: Sendable {
     private var language: Language { views.languages.fallback }
 
     func added(_ task: TaskItem) -> String {
-        TurboStream.append("tasks", views.render("tasks/row", TaskView(task), in: language))
+        TurboStream.append("tasks", views.render("tasks/row", TaskView(task, in: language), in: language))
     }
 
     func updated(_ task: TaskItem) -> String {
-        let view = TaskView(task)
+        let view = TaskView(task, in: language)
         return TurboStream.replace("task_\(task.id)", views.render("tasks/row", view, in: language))
             + TurboStream.replace("task_\(task.id)_content", views.render("tasks/content", view, in: language))
     }

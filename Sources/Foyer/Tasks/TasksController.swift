@@ -39,8 +39,9 @@ struct TasksController {
         )
         let hasNext = read.value.count > paging.perPage
         let items = Array(read.value.prefix(paging.perPage))
+        let language = views.language(for: request, context: context)
         var values: [String: Any] = [
-            "title": "Tasks", "tasks": items.map(TaskView.init), "page_number": paging.page,
+            "title": Phrase("tasks.index.title"), "tasks": items.map { TaskView($0, in: language) }, "page_number": paging.page,
             "stream_path": streams.path(of: .tasks), "stream_position": position, "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
         ]
         values["offline_since"] = read.offlineCopyFrom.map(Self.clockTime)
@@ -63,7 +64,7 @@ struct TasksController {
         let position = streams.position(of: .tasks)
         let (task, offlineCopyFrom) = try await find(context)
         var values: [String: Any] = [
-            "title": task.title, "task": TaskView(task), "stream_path": streams.path(of: .tasks), "stream_position": position,
+            "title": task.title, "task": TaskView(task, in: views.language(for: request, context: context)), "stream_path": streams.path(of: .tasks), "stream_position": position,
         ]
         values["may_delete"] = try await mayDelete(context.identity)
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
@@ -168,7 +169,7 @@ struct TasksController {
         errors: ValidationFailed? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         var values: [String: Any] = [
-            "title": task == nil ? "New task" : "Edit task",
+            "title": task == nil ? Phrase("tasks.new.title") : Phrase("tasks.edit.title"),
             "form_page": true,
             "form": fields.view(action: task.map { "/tasks/\($0.id)" } ?? "/tasks", editing: task != nil, errors: errors, in: views.language(for: request, context: context)),
         ]
@@ -183,16 +184,17 @@ struct TasksController {
     /// so submitting it once more applies the user's changes on top of the latest.
     private func conflictPage(request: Request, context: SignedInContext, server: TaskItem, mine: TaskItem) -> Response {
         let retry = TaskFields(title: mine.title, description: mine.description, status: mine.status ?? "OPEN", version: server.version)
+        let language = views.language(for: request, context: context)
         func side(_ task: TaskItem) -> ConflictView.Side {
-            let view = TaskView(task)
+            let view = TaskView(task, in: language)
             return .init(title: view.title, detail: view.statusLabel, bodyHTML: "<p class=\"task-description\">\(HTML.escape(view.description))</p>")
         }
         // The task server's conflict says what it holds now, not who saved it or when.
-        let conflict = ConflictView(noun: "task", savedBy: nil, savedAt: nil, theirs: side(server), yours: side(mine))
+        let conflict = ConflictView(record: .task, savedBy: nil, savedAt: nil, theirs: side(server), yours: side(mine))
         return views.page(
             "tasks/conflict",
             [
-                "title": conflict.heading, "form_page": true, "conflict": conflict,
+                "title": conflict.title, "form_page": true, "conflict": conflict,
                 "form": retry.view(action: "/tasks/\(server.id)", editing: true, in: views.language(for: request, context: context)),
             ],
             request: request, context: context, status: .conflict
@@ -235,7 +237,7 @@ struct TaskFields {
             title: FormField("title", value: title, errors: fieldErrors, in: language),
             description: FormField("description", value: description, errors: fieldErrors, in: language),
             status: FormField("status", value: status, errors: fieldErrors, in: language),
-            statuses: TaskItem.statuses.map { TaskFormView.Status(value: $0, label: $0.capitalized, selected: $0 == status) }
+            statuses: TaskItem.statuses.map { TaskFormView.Status(value: $0, label: TaskView.label($0, in: language), selected: $0 == status) }
         )
     }
 }
