@@ -215,6 +215,25 @@ import Testing
         }
     }
 
+    @Test func errorPagesAndJSONErrorsAreSaidInTheReadersLanguage() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            try await client.execute(uri: "/posts/999999", method: .get, headers: [.acceptLanguage: "pt-BR", .accept: "text/html"]) { response in
+                #expect(response.status == .notFound)
+                #expect(response.text.contains("<h1>Publicação não encontrada</h1>"))
+                #expect(response.text.contains("Não existe a publicação 999999."))
+            }
+            try await client.execute(uri: "/api/v1/posts/999999", method: .get, headers: [.acceptLanguage: "zh-CN"]) { response in
+                #expect(response.status == .notFound)
+                #expect(response.text.contains("不存在帖子 999999"))
+            }
+            try await client.execute(uri: "/no/such/page", method: .get, headers: [.acceptLanguage: "zh", .accept: "text/html"]) { response in
+                #expect(response.status == .notFound)
+                #expect(response.text.contains("这个地址什么都没有。"))
+            }
+        }
+    }
+
     @Test func theAccountsLanguageWinsOverTheBrowsersAndTheAPISetsIt() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

@@ -58,7 +58,7 @@ def test_native_shell_sees_no_web_navigation(server, browser):
     page = context.new_page()
     response = page.goto(server.url + "/sign_in")
     assert response.status == 200
-    assert response.headers["vary"] == "User-Agent, Accept-Encoding"
+    assert response.headers["vary"] == "User-Agent, Accept-Language, Accept-Encoding"
     assert page.locator("nav.site-nav").count() == 0
     assert page.locator("form[action='/sign_in']:not(#passkey-form)").is_visible()
     context.close()

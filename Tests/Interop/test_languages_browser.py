@@ -9,9 +9,10 @@ import urllib.request
 import uuid
 
 import pytest
-from conftest import DEMO_EMAIL, DEMO_PASSWORD, RunningServer, wait_for_page
-from test_accounts import SMTPPeer
+from conftest import DEMO_EMAIL, RunningServer, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_moderation import plain_smtp  # noqa: F401  (a plain SMTP peer, aiosmtpd)
+from test_posts_browser import sign_in
 
 SCREENSHOTS = os.environ.get("FOYER_SCREENSHOTS")
 
@@ -37,16 +38,8 @@ LANGUAGES = {
 
 
 @pytest.fixture(scope="module")
-def smtp(tmp_path_factory):
-    peer = SMTPPeer(tmp_path_factory.mktemp("smtp-languages"))
-    peer.start()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory, smtp):
-    running = RunningServer(tmp_path_factory.mktemp("foyer-languages"), extra_args=smtp.foyer_args())
+def site(tmp_path_factory, plain_smtp):  # noqa: F811
+    running = RunningServer(tmp_path_factory.mktemp("foyer-languages"), extra_args=plain_smtp.foyer_args())
     yield running
     running.stop()
 
@@ -67,7 +60,7 @@ def heading(page) -> str:
 
 
 @pytest.mark.parametrize("locale", list(LANGUAGES))
-def test_each_page_in_the_browsers_language(site, smtp, browser, locale):  # noqa: F811
+def test_each_page_in_the_browsers_language(site, plain_smtp, browser, locale):  # noqa: F811
     words = LANGUAGES[locale]
     context, page = phone(browser, locale)
 
@@ -99,7 +92,7 @@ def test_each_page_in_the_browsers_language(site, smtp, browser, locale):  # noq
     page.check("#sign-up-accept-terms")
     page.click("main form.stacked button[type=submit]")
     page.wait_for_url(site.url + "/")
-    [welcome] = smtp.wait_for(address)
+    [welcome] = plain_smtp.wait_for(address)
     assert welcome["message"]["Subject"] == words["welcome_subject"]
 
     page.goto(site.url + "/account")
@@ -113,6 +106,7 @@ def test_each_page_in_the_browsers_language(site, smtp, browser, locale):  # noq
     page.evaluate("document.querySelector('#post-title').removeAttribute('required')")
     page.click("main form button[type=submit]")
     page.locator("#title-error", has_text=words["blank_title"]).wait_for()
+    assert words["blank_title"] in page.locator("#error-explanation").inner_text()
 
     page.goto(site.url + "/offline")
     assert heading(page) == words["offline"]
@@ -121,12 +115,7 @@ def test_each_page_in_the_browsers_language(site, smtp, browser, locale):  # noq
 
 def test_the_accounts_language_wins_over_the_browsers_until_it_goes_back(site, browser):  # noqa: F811
     context, page = phone(browser, "pt-BR")
-    page.goto(site.url + "/sign_in")
-    wait_for_page(page, "window.Turbo !== undefined")
-    page.fill("input[name=email]", DEMO_EMAIL)
-    page.fill("input[name=password]", DEMO_PASSWORD)
-    page.click("main form.stacked button[type=submit]")
-    page.wait_for_url(site.url + "/")
+    sign_in(page, site)
 
     page.goto(site.url + "/account")
     assert heading(page) == "Sua conta"
@@ -146,7 +135,7 @@ def test_the_accounts_language_wins_over_the_browsers_until_it_goes_back(site, b
     context.close()
 
 
-def test_mail_goes_out_in_its_recipients_language_not_the_requests(site, smtp):
+def test_mail_goes_out_in_its_recipients_language_not_the_requests(site, plain_smtp):  # noqa: F811
     """An account made in Chinese asks for a password reset from a Portuguese browser: the mail is in Chinese."""
     address = f"wang.{uuid.uuid4().hex[:6]}@example.com"
     request = urllib.request.Request(
@@ -156,7 +145,7 @@ def test_mail_goes_out_in_its_recipients_language_not_the_requests(site, smtp):
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 201
-    [welcome] = smtp.wait_for(address)
+    [welcome] = plain_smtp.wait_for(address)
     assert welcome["message"]["Subject"] == LANGUAGES["zh-CN"]["welcome_subject"]
     assert "王芳，你好：" in welcome["message"].get_body(preferencelist=("plain",)).get_content()
 
@@ -168,7 +157,7 @@ def test_mail_goes_out_in_its_recipients_language_not_the_requests(site, smtp):
     with urllib.request.urlopen(reset, timeout=10) as response:
         assert response.status == 202
         assert json.load(response)["message"].startswith("Se houver uma conta"), "the answer is in the asker's language"
-    mails = smtp.wait_for(address, count=2)
+    mails = plain_smtp.wait_for(address, count=2)
     assert mails[1]["message"]["Subject"] == LANGUAGES["zh-CN"]["reset_subject"], "the mail is in the recipient's"
     html = mails[1]["message"].get_body(preferencelist=("html",)).get_content()
     assert '<html lang="zh-Hans">' in html

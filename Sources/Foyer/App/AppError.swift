@@ -4,13 +4,30 @@ import Hummingbird
 /// An error with a status and words for a person; rendered as an HTML page or JSON by ErrorMiddleware.
 public struct AppError: Error, CustomStringConvertible {
     public let status: HTTPResponse.Status
+    /// In the default language: for logs, and for answers that have no reader to ask.
     public let title: String
     public let message: String
+    /// The same words by catalog key, said in each reader's language when the answer is written; nil: as given.
+    let phrases: (title: Phrase, message: Phrase)?
 
     public init(_ status: HTTPResponse.Status, title: String? = nil, message: String) {
         self.status = status
         self.title = title ?? status.reasonPhrase
         self.message = message
+        phrases = nil
+    }
+
+    init(_ status: HTTPResponse.Status, title: Phrase, message: Phrase) {
+        self.status = status
+        let fallback = Languages.shipped?.fallback
+        self.title = fallback?.say(title) ?? title.key
+        self.message = fallback?.say(message) ?? message.key
+        phrases = (title, message)
+    }
+
+    /// Its title and message in `language`.
+    func words(in language: Language) -> (title: String, message: String) {
+        phrases.map { (language.say($0.title), language.say($0.message)) } ?? (title, message)
     }
 
     public var description: String { "\(status.code) \(message)" }

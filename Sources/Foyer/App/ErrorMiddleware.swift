@@ -108,7 +108,7 @@ struct ErrorMiddleware: RouterMiddleware {
             response.headers[.contentLanguage] = language.tag
             return response
         }
-        let (status, title, message) = Self.describe(error)
+        let (status, title, message) = Self.describe(error, in: views.language(for: request, context: context))
         // 501 is a feature this server was not configured for: the answer says so, the log need not.
         if status.code >= 500, status != .notImplemented {
             context.logger.error("request failed: \(String(reflecting: error))")
@@ -134,19 +134,20 @@ struct ErrorMiddleware: RouterMiddleware {
     }
 
     /// Status, page title and a sentence a person can act on; internals stay in the log.
-    static func describe(_ error: any Error) -> (HTTPResponse.Status, String, String) {
+    static func describe(_ error: any Error, in language: Language) -> (HTTPResponse.Status, String, String) {
         switch error {
         case let error as AppError:
-            return (error.status, error.title, error.message)
+            let (title, message) = error.words(in: language)
+            return (error.status, title, message)
         case let error as ProviderError:
-            return describe(error.appError)
+            return describe(error.appError, in: language)
         case let error as IdempotencyRefusal:
-            return describe(error.appError)
+            return describe(error.appError, in: language)
         case let error as HTTPError:
-            let message = error.body ?? defaultMessage(error.status)
+            let message = error.body ?? defaultMessage(error.status, in: language)
             return (error.status, error.status.reasonPhrase, message)
         case let error as any HTTPResponseError:
-            return (error.status, error.status.reasonPhrase, defaultMessage(error.status))
+            return (error.status, error.status.reasonPhrase, defaultMessage(error.status, in: language))
         case let error as GraphQLUpstreamError:
             return (error.status, "Tasks are unavailable", error.message)
         case let error as TaskOperationFailed:
@@ -156,16 +157,16 @@ struct ErrorMiddleware: RouterMiddleware {
         case is PostgresStore.Unreachable:
             return (.serviceUnavailable, "Database unavailable", "The database cannot be reached right now, so nothing was read or changed. Try again in a moment.")
         default:
-            return (.internalServerError, "Something went wrong", defaultMessage(.internalServerError))
+            return (.internalServerError, language.text("errors.page.went_wrong"), defaultMessage(.internalServerError, in: language))
         }
     }
 
-    static func defaultMessage(_ status: HTTPResponse.Status) -> String {
+    static func defaultMessage(_ status: HTTPResponse.Status, in language: Language) -> String {
         switch status {
-        case .notFound: "There is nothing at this address."
-        case .contentTooLarge: "The request body is too large."
-        case .methodNotAllowed: "This address does not accept that method."
-        case .internalServerError: "Something went wrong on our side. It has been logged."
+        case .notFound: language.text("errors.page.not_found")
+        case .contentTooLarge: language.text("errors.page.too_large")
+        case .methodNotAllowed: language.text("errors.page.method")
+        case .internalServerError: language.text("errors.page.internal")
         default: status.reasonPhrase
         }
     }

@@ -33,10 +33,7 @@ struct CSRFMiddleware: RouterMiddleware {
             presented = try await request.formFields()[Self.fieldName]
         }
         guard let presented, let expected = identity.session?.csrfToken, Self.constantTimeEquals(presented, expected) else {
-            throw AppError(
-                .forbidden, title: "This form has expired",
-                message: "The request did not carry a valid CSRF token. Reload the page and try again."
-            )
+            throw AppError(.forbidden, title: Phrase("errors.csrf.title"), message: Phrase("errors.csrf.message"))
         }
         return try await next(request, context)
     }

@@ -28,7 +28,7 @@ struct ProfilesController {
             user.suspendedAt == nil || caller?.userId == id || caller?.user.moderates == true,
             try await !blocks.keptApart(from: caller).contains(id)
         else {
-            throw AppError(.notFound, title: "Nobody here", message: "There is no one at \(raw).")
+            throw AppError(.notFound, title: Phrase("profile.not_found.title"), message: Phrase("profile.not_found.message", ["path": raw]))
         }
         return user
     }

@@ -128,7 +128,7 @@ public struct PostRepository: Sendable {
     /// 410 for one its author deleted (a write from a form or a queue opened before then is told why it failed).
     func find(in context: some CallerContext) async throws -> PublishedPost {
         let raw = try context.parameters.require("id")
-        let notFound = AppError(.notFound, title: "Post not found", message: "There is no post \(raw). It may have been deleted.")
+        let notFound = AppError(.notFound, title: Phrase("posts.not_found.title"), message: Phrase("posts.not_found.message", ["id": raw]))
         guard let id = Int64(raw) else { throw notFound }
         guard let published = try await find(id: id) else {
             throw try await storage.wasDeleted(id: id) ? Self.gone(id) : notFound
@@ -140,14 +140,14 @@ public struct PostRepository: Sendable {
     }
 
     static func gone(_ id: Int64) -> AppError {
-        AppError(.gone, title: "Post deleted", message: "Post \(id) was deleted by its author.")
+        AppError(.gone, title: Phrase("posts.new.deleted_heading"), message: Phrase("posts.gone.message", ["id": String(id)]))
     }
 
     /// The post named by the route's `{id}`, when the signed-in user wrote it: 403 for anyone else.
     func findOwn(in context: SignedInContext) async throws -> PublishedPost {
         let published = try await find(in: context)
         guard published.author.id == context.identity.userId else {
-            throw AppError(.forbidden, title: "Not your post", message: "Only the author of a post may change or delete it.")
+            throw AppError(.forbidden, title: Phrase("posts.not_yours.title"), message: Phrase("posts.not_yours.message"))
         }
         return published
     }

@@ -241,7 +241,7 @@ struct PostsController {
         }
         if let errors {
             values["has_errors"] = true
-            values["errors"] = errors.fullMessages
+            values["errors"] = errors.fullMessages(in: views.language(for: request, context: context))
         }
         return views.page(template, values, request: request, context: context, status: status)
     }

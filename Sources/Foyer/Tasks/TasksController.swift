@@ -175,7 +175,7 @@ struct TasksController {
         ]
         if let errors {
             values["has_errors"] = true
-            values["errors"] = errors.fullMessages
+            values["errors"] = errors.fullMessages(in: views.language(for: request, context: context))
         }
         return views.page(task == nil ? "tasks/new" : "tasks/edit", values, request: request, context: context, status: status)
     }
@@ -202,7 +202,7 @@ struct TasksController {
     }
 
     static func notFound(_ id: String) -> AppError {
-        AppError(.notFound, title: "Task not found", message: "There is no task \(id). It may have been deleted.")
+        AppError(.notFound, title: Phrase("tasks.not_found.title"), message: Phrase("tasks.not_found.message", ["id": id]))
     }
 }
 
