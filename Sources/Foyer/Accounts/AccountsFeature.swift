@@ -9,7 +9,7 @@ struct AccountsFeature {
     init(_ app: Foundations, sessions: SessionsFeature, push: PushFeature) {
         // The word list ships beside the binary (its resource bundle): a binary copied without it stops here, at start,
         // rather than at the first sign-up.
-        precondition(CommonPasswords.file != nil, "Foyer's resource bundle (Foyer_Foyer.resources) must be beside the binary")
+        precondition(CommonPasswords.file != nil, "Foyer's resource bundle (foyer_Foyer.resources) must be beside the binary")
         mail = MailFeature(app)
         storage = app.store.accountStorage
         throttle = sessions.throttle

@@ -138,7 +138,7 @@ final class Languages: Sendable {
 
     private static let shippedCatalogs = Result<[Catalog], any Error> {
         guard let directory = Bundle.module.url(forResource: "Languages", withExtension: nil) else {
-            throw StartupError("Resources/Languages is missing from Foyer's resource bundle (Foyer_Foyer.resources): ship it beside the binary")
+            throw StartupError("Resources/Languages is missing from Foyer's resource bundle (foyer_Foyer.resources): ship it beside the binary")
         }
         let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).filter { $0.pathExtension == "po" }
         do {
