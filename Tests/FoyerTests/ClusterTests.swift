@@ -141,11 +141,11 @@ import Testing
         let (streamsA, streamsB) = (a.app.streams, b.app.streams)
         #expect(streamsA.epoch == streamsB.epoch)
         let first = try await a.posts.posts.create(PostChanges(title: "First from A", content: "one"), author: user)
-        try await eventually(within: .seconds(2)) { streamsA.channel(.posts).latest == 1 }
-        let seenOnA = streamsA.position(of: .posts)
+        try await eventually(within: .seconds(2)) { streamsA.channel(streamsA.edition(.posts)).latest == 1 }
+        let seenOnA = streamsA.position(of: .posts, in: streamsA.languages.fallback)
         _ = try await a.posts.posts.create(PostChanges(title: "Second from A", content: "two"), author: user)
         _ = try await b.posts.posts.update(first, with: PostChanges(title: "First, edited on B", content: nil))
-        try await eventually(within: .seconds(2)) { streamsA.channel(.posts).latest == 3 && streamsB.channel(.posts).latest == 3 }
+        try await eventually(within: .seconds(2)) { streamsA.channel(streamsA.edition(.posts)).latest == 3 && streamsB.channel(streamsB.edition(.posts)).latest == 3 }
         // Each write was one event: B read A's from the store rather than appending them again when told of them
         // (it hears of a post before its event, so an event of its own would have come first, and numbered lower).
         let kept = try await a.store.liveJournalStorage.events(of: "posts", after: 0, within: .init())
@@ -210,9 +210,9 @@ import Testing
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         let serving = Task {
             var writer: any ResponseBodyWriter = LiveStreamTests.CollectingWriter(collected: NIOLockedValueBox(ByteBuffer()))
-            try await b.app.streams.serve(.posts, lastEventID: nil, viewer: .init(userId: bobID, keptApart: []), on: connection, to: &writer)
+            try await b.app.streams.serve(b.app.streams.edition(.posts), lastEventID: nil, viewer: .init(userId: bobID, keptApart: []), on: connection, to: &writer)
         }
-        try await eventually { b.app.streams.channel(.posts).followedCount == 1 }
+        try await eventually { b.app.streams.channel(b.app.streams.edition(.posts)).followedCount == 1 }
         #expect(try await blocksA.block(adaID, by: bobID))
         #expect(try await blocksA.keptApart(from: bobID) == [adaID])
         try await eventually {

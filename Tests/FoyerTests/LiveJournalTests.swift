@@ -20,7 +20,7 @@ import Testing
     /// What one instance's live streams are on `store`: its window loaded, its journal kept while `body` runs.
     static func withStreams<Value>(on store: Store, _ body: (LiveStreams) async throws -> Value) async throws -> Value {
         let streams = LiveStreams(
-            names: StreamNames(secret: Data("secret".utf8)), journal: try await LiveJournal.open(store: store, cluster: nil, logger: quiet)
+            names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled(), journal: try await LiveJournal.open(store: store, cluster: nil, logger: quiet)
         )
         try await streams.loadJournal()
         let keeping = Task { await streams.keepJournal() }
@@ -39,12 +39,12 @@ import Testing
             streams.broadcast("<p>one</p>", on: .posts)
             streams.broadcast("<p>two</p>", on: .posts)
             streams.broadcast("<p>three</p>", on: .posts)
-            try await eventually { streams.channel(.posts).latest == 3 }
+            try await eventually { streams.channel(streams.edition(.posts)).latest == 3 }
             return streams.epoch
         }
         try await Self.withStreams(on: store) { restarted in
             #expect(restarted.epoch == epoch, "the store's numbering, not the process's")
-            #expect(restarted.position(of: .posts) == "\(epoch)-3")
+            #expect(restarted.position(of: .posts, in: restarted.languages.fallback) == "\(epoch)-3")
             let resumed = try await LiveStreamTests.written(by: restarted, lastEventID: "\(epoch)-1", reconnected: true)
             #expect(resumed.contains("id: \(epoch)-2\ndata: <p>two</p>\n\n") && resumed.contains("id: \(epoch)-3\ndata: <p>three</p>\n\n"))
             #expect(!resumed.contains("<p>one</p>") && !resumed.contains("data-live-reload"), "exactly what it missed, no reload")
@@ -52,7 +52,7 @@ import Testing
         // Numbers go on from the store's latest.
         try await Self.withStreams(on: store) { streams in
             streams.broadcast("<p>four</p>", on: .posts)
-            try await eventually { streams.channel(.posts).latest == 4 }
+            try await eventually { streams.channel(streams.edition(.posts)).latest == 4 }
         }
     }
 
@@ -83,18 +83,18 @@ import Testing
             try await Self.withStreams(on: store) { ahead in
                 ahead.broadcast("<p>one</p>", on: .posts)
                 ahead.broadcast("<p>two</p>", on: .posts)
-                try await eventually { ahead.channel(.posts).latest == 2 }
+                try await eventually { ahead.channel(ahead.edition(.posts)).latest == 2 }
             }
-            #expect(behind.channel(.posts).latest == 0)
+            #expect(behind.channel(behind.edition(.posts)).latest == 0)
             let connection = NIOAsyncTestingChannel()
             try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
             let collected = NIOLockedValueBox(ByteBuffer())
             let serving = Task {
                 var writer: any ResponseBodyWriter = LiveStreamTests.CollectingWriter(collected: collected)
-                try await behind.serve(.posts, lastEventID: "\(behind.epoch)-1", reconnected: true, on: connection, to: &writer)
+                try await behind.serve(behind.edition(.posts), lastEventID: "\(behind.epoch)-1", reconnected: true, on: connection, to: &writer)
             }
-            try await eventually { behind.channel(.posts).followedCount == 1 }
-            behind.journal?.enqueue(.catchUp(.posts, through: 2))
+            try await eventually { behind.channel(behind.edition(.posts)).followedCount == 1 }
+            behind.journal?.enqueue(.catchUp("posts", through: 2))
             let delivered = try await LiveStreamTests.body(connection)
             #expect(delivered == "id: \(behind.epoch)-2\ndata: <p>two</p>\n\n", "only what follows its own position")
             behind.closeAll()

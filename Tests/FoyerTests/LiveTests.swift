@@ -72,25 +72,25 @@ import Glibc
     /// serve() as a subscriber sees it: ids on every event, HTML split into `data:` lines, replay after
     /// Last-Event-ID, and a reload when the id is from before a restart.
     @Test func serverSentEventsCarryIdsAndResumeAfterLastEventID() async throws {
-        func streamsWithTwoEvents() -> LiveStreams {
-            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        func streamsWithTwoEvents() throws -> LiveStreams {
+            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled())
             streams.broadcast("<turbo-stream action=\"remove\" target=\"post_1\"></turbo-stream>", on: .posts)
             streams.broadcast("<p>two\nlines</p>", on: .posts)
             return streams
         }
-        let streams = streamsWithTwoEvents()
+        let streams = try streamsWithTwoEvents()
         let resumed = try await Self.written(by: streams, lastEventID: "\(streams.epoch)-1")
         #expect(resumed.hasPrefix("retry: 2000\n"))
         #expect(!resumed.contains("post_1"), "the event the client had is not sent again")
         #expect(resumed.contains("id: \(streams.epoch)-2\ndata: <p>two\ndata: lines</p>\n\n"))
 
-        let restarted = streamsWithTwoEvents()
+        let restarted = try streamsWithTwoEvents()
         let fromBeforeARestart = try await Self.written(by: restarted, lastEventID: "oldboot-7")
         #expect(fromBeforeARestart.contains(##"<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>"##))
         #expect(fromBeforeARestart.contains("id: \(restarted.epoch)-2\n"), "the reload moves the client to the latest id")
         #expect(!fromBeforeARestart.contains("<p>two"))
 
-        let fresh = try await Self.written(by: streamsWithTwoEvents(), lastEventID: nil)
+        let fresh = try await Self.written(by: try streamsWithTwoEvents(), lastEventID: nil)
         #expect(!fresh.contains("data:"), "a new subscriber starts from now")
     }
 
@@ -100,7 +100,7 @@ import Glibc
         let counted = NIOLockedValueBox([LiveStreams.Resumed]())
         // A subscriber is served until the streams close: each one on streams of its own, counting into one list.
         func reconnect(after lastEventID: (_ boot: String) -> String?, reconnected: Bool = true) async throws {
-            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), resumed: { outcome in counted.withLockedValue { $0.append(outcome) } })
+            let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled(), resumed: { outcome in counted.withLockedValue { $0.append(outcome) } })
             streams.broadcast("<p>one</p>", on: .posts)
             streams.broadcast("<p>two</p>", on: .posts)
             _ = try await Self.written(by: streams, lastEventID: lastEventID(streams.epoch), reconnected: reconnected)
@@ -120,10 +120,10 @@ import Glibc
         let connection = NIOAsyncTestingChannel()
         let serving = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
-            try await streams.serve(.posts, lastEventID: lastEventID, reconnected: reconnected, on: connection, to: &writer)
+            try await streams.serve(streams.edition(.posts), lastEventID: lastEventID, reconnected: reconnected, on: connection, to: &writer)
         }
         // Followed once its opening and replay are written: a close before would leave nothing to replay.
-        try await eventually { streams.channel(.posts).followedCount == 1 }
+        try await eventually { streams.channel(streams.edition(.posts)).followedCount == 1 }
         streams.closeAll()
         try await serving.value
         return collected.withLockedValue { String(buffer: $0) }
@@ -132,46 +132,46 @@ import Glibc
     /// Once the opening is written, events go from the channel's fan-out straight to the connection: each change,
     /// heartbeats, and at the end of the session the task writes the last event itself.
     @Test func followedConnectionsGetEventsAndHeartbeatsFromTheirEventLoop() async throws {
-        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled())
         let connection = NIOAsyncTestingChannel()
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         let collected = NIOLockedValueBox(ByteBuffer())
         let serving = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
-            try await streams.serve(.posts, lastEventID: nil, on: connection, to: &writer)
+            try await streams.serve(streams.edition(.posts), lastEventID: nil, on: connection, to: &writer)
         }
-        try await eventually { streams.channel(.posts).followedCount == 1 }
+        try await eventually { streams.channel(streams.edition(.posts)).followedCount == 1 }
         streams.broadcast("<p>first</p>", on: .posts)
         streams.broadcast("<p>second</p>", on: .posts)
         #expect(try await Self.body(connection).contains("id: \(streams.epoch)-1\ndata: <p>first</p>\n\n"))
         #expect(try await Self.body(connection).contains("data: <p>second</p>"))
         streams.heartbeat()
         #expect(try await Self.body(connection) == ": heartbeat\n\n")
-        streams.channel(.posts).end(subscriber: 1)  // as its session's ending does: the channel's first subscriber
+        streams.channel(streams.edition(.posts)).end(subscriber: 1)  // as its session's ending does: the channel's first subscriber
         try await serving.value
         let written = collected.withLockedValue { String(buffer: $0) }
         #expect(written.hasPrefix("retry: 2000\n: posts\n\n"))
         #expect(written.hasSuffix("event: signed-out\ndata: /sign_in\n\n"))
         #expect(!written.contains("first"), "events go to the connection, not through the writer")
-        #expect(streams.channel(.posts).subscriberCount == 0)
+        #expect(streams.channel(streams.edition(.posts)).subscriberCount == 0)
     }
 
     /// One connection can follow several streams (a browser's tabs share one): each event, replayed or followed,
     /// comes after `event: <its stream's signed name>`, the connection has one heartbeat, and the end of any one ends
     /// all of them.
     @Test func oneConnectionFollowsSeveralStreamsNamingEachEvent() async throws {
-        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled())
         streams.broadcast("<p>one</p>", on: .posts)
         streams.broadcast("<p>two</p>", on: .posts)
-        let (posts, tasks) = (String(streams.path(of: .posts).dropFirst("/streams/".count)), String(streams.path(of: .tasks).dropFirst("/streams/".count)))
+        let (posts, tasks) = (String(streams.path(of: .posts, in: streams.languages.fallback).dropFirst("/streams/".count)), String(streams.path(of: .tasks, in: streams.languages.fallback).dropFirst("/streams/".count)))
         let connection = NIOAsyncTestingChannel()
         try await connection.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         let collected = NIOLockedValueBox(ByteBuffer())
         let serving = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: collected)
-            try await streams.serve([(.posts, "\(streams.epoch)-1"), (.tasks, nil)], named: true, on: connection, to: &writer)
+            try await streams.serve([(streams.edition(.posts), "\(streams.epoch)-1"), (streams.edition(.tasks), nil)], named: true, on: connection, to: &writer)
         }
-        try await eventually { streams.channel(.posts).followedCount == 1 && streams.channel(.tasks).followedCount == 1 }
+        try await eventually { streams.channel(streams.edition(.posts)).followedCount == 1 && streams.channel(streams.edition(.tasks)).followedCount == 1 }
         let opening = collected.withLockedValue { String(buffer: $0) }
         #expect(opening == "retry: 2000\n: posts tasks\n\nevent: \(posts)\nid: \(streams.epoch)-2\ndata: <p>two</p>\n\n")
         streams.broadcast("<p>a task</p>", on: .tasks)
@@ -180,17 +180,17 @@ import Glibc
         #expect(try await Self.body(connection) == "event: \(posts)\nid: \(streams.epoch)-3\ndata: <p>three</p>\n\n")
         streams.heartbeat()
         #expect(try await Self.body(connection) == ": heartbeat\n\n")
-        streams.channel(.tasks).end(subscriber: 1)  // as its session's ending does
+        streams.channel(streams.edition(.tasks)).end(subscriber: 1)  // as its session's ending does
         try await serving.value
         #expect(collected.withLockedValue { String(buffer: $0) }.hasSuffix("event: signed-out\ndata: /sign_in\n\n"))
         #expect(try await connection.readOutbound(as: HTTPResponsePart.self) == nil, "one heartbeat for the connection, not one per stream")
-        #expect(streams.channel(.posts).subscriberCount == 0 && streams.channel(.tasks).subscriberCount == 0)
+        #expect(streams.channel(streams.edition(.posts)).subscriberCount == 0 && streams.channel(streams.edition(.tasks)).subscriberCount == 0)
     }
 
     /// A signed-in viewer is not sent what people a block keeps them apart from wrote, neither replayed nor followed,
     /// while everyone else is; when their blocks change, their live part loads again and what they are sent follows.
     @Test func aViewerIsNotSentTheWordsOfPeopleABlockKeepsThemApartFrom() async throws {
-        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)))
+        let streams = LiveStreams(names: StreamNames(secret: Data("secret".utf8)), languages: try Languages.bundled())
         streams.broadcast("<p>by seven</p>", on: .posts, author: 7)
         streams.broadcast("<p>by eight</p>", on: .posts, author: 8)
         let (viewer, anyone) = (NIOAsyncTestingChannel(), NIOAsyncTestingChannel())
@@ -200,14 +200,14 @@ import Glibc
         let servingViewer = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: openedForViewer)
             try await streams.serve(
-                .posts, lastEventID: "\(streams.epoch)-0", viewer: .init(userId: 1, keptApart: [7]), on: viewer, to: &writer
+                streams.edition(.posts), lastEventID: "\(streams.epoch)-0", viewer: .init(userId: 1, keptApart: [7]), on: viewer, to: &writer
             )
         }
         let servingAnyone = Task {
             var writer: any ResponseBodyWriter = CollectingWriter(collected: openedForAnyone)
-            try await streams.serve(.posts, lastEventID: "\(streams.epoch)-0", on: anyone, to: &writer)
+            try await streams.serve(streams.edition(.posts), lastEventID: "\(streams.epoch)-0", on: anyone, to: &writer)
         }
-        try await eventually { streams.channel(.posts).followedCount == 2 }
+        try await eventually { streams.channel(streams.edition(.posts)).followedCount == 2 }
         let replayed = openedForViewer.withLockedValue { String(buffer: $0) }
         #expect(replayed.contains("by eight") && !replayed.contains("by seven"), "the replay leaves seven out")
         #expect(openedForAnyone.withLockedValue { String(buffer: $0) }.contains("by seven"))
@@ -381,6 +381,35 @@ import Glibc
             let updated = try await taskStream.read(until: "_content\">")
             #expect(updated.contains(#"<turbo-stream action="replace" target="task_1">"#))
             #expect(updated.contains(#"data-status="COMPLETE""#))
+        }
+    }
+
+    /// A page follows the stream of its own language: a change reaches a Portuguese page in Portuguese, a Chinese one
+    /// in Chinese, while an English page (the default, under the stream's old name) is sent English.
+    @Test func openPagesAreSentChangesInTheirLanguage() async throws {
+        let harness = try await TestHarness()
+        try await harness.test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let port = try #require(client.port)
+            var streams: [(words: String, stream: RawStream)] = []
+            var paths: Set<String> = []
+            for (acceptLanguage, words) in [("pt-BR,pt;q=0.9", "agora mesmo"), ("zh-CN,zh;q=0.9", "刚刚"), ("en-US,en;q=0.9", "just now")] {
+                let page = try await client.execute(
+                    uri: "/posts", method: .get, headers: browserHeaders.merging([.acceptLanguage: acceptLanguage])
+                ) { $0.text }
+                let path = try Self.streamPath(in: page)
+                paths.insert(path)
+                let stream = try RawStream(port: port, path: path)
+                #expect(try await stream.read(until: ": posts\n").contains("200 OK"))
+                streams.append((words, stream))
+            }
+            #expect(paths.count == 3, "one stream per language")
+            let postID = try await createPost(client, token: token, title: "Said three ways")
+            for (words, stream) in streams {
+                let created = try await stream.read(until: "</turbo-stream>")
+                #expect(created.contains(#"<li id="post_\#(postID)">"#))
+                #expect(created.contains(words), "\(words) in \(created)")
+            }
         }
     }
 

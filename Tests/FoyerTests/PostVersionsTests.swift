@@ -242,7 +242,7 @@ import Testing
         let posts = PostRepository(store: store, blocks: Blocks(store: store), onChange: { _ in })
         let created = try await posts.create(PostChanges(title: "Open", content: "."), author: ada)
         let saved = try await posts.update(created, with: PostChanges(title: "Saved elsewhere"))
-        let html = PostFragments(views: views).html(for: .updated(saved))
+        let html = PostFragments(views: views).html(for: .updated(saved), in: views.languages.fallback)
         #expect(html.contains(#"<turbo-stream action="replace" target="post_\#(saved.id)_changed">"#))
         #expect(html.contains(#"role="status" data-version="2">"#) && html.contains("saved a newer version of this post"))
     }

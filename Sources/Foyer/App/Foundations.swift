@@ -29,14 +29,14 @@ final class Foundations {
         } else {
             cluster = nil
         }
+        let languages = try Languages.bundled(defaultTag: config.defaultLocale)
         views = try await Views(
-            directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline,
-            languages: try Languages.bundled(defaultTag: config.defaultLocale)
+            directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline, languages: languages
         )
         let metrics = self.metrics
         drain = Drain(settings: config.deploy)
         streams = LiveStreams(
-            names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)),
+            names: StreamNames(secret: try await StreamNames.secret(configured: config.streamSecret, store: store)), languages: languages,
             journal: try await LiveJournal.open(store: store, cluster: cluster, logger: logger), drain: drain,
             resumed: { metrics.liveResumed($0) }
         )

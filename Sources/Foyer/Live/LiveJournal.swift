@@ -16,10 +16,12 @@ final class LiveJournal: Sendable {
     static let appended = ClusterTopic<Appended>("live.appended")
 
     enum Work: Sendable {
-        /// This instance's event: append it and publish it.
-        case append(html: String, stream: LiveStreams.Stream, author: Int64?)
+        /// This instance's event: append it to the named stream (an edition, `LiveStreams.Edition`) and publish it.
+        case append(html: String, stream: String, author: Int64?)
         /// Publish what the store has after this instance's latest (through `sequence`, when it is known).
-        case catchUp(LiveStreams.Stream, through: UInt64?)
+        case catchUp(String, through: UInt64?)
+        /// The same, on every stream.
+        case catchUpEverything
     }
 
     let storage: any LiveJournalStorage
@@ -34,14 +36,9 @@ final class LiveJournal: Sendable {
         (self.storage, self.epoch, self.cluster, self.logger) = (storage, epoch, cluster, logger)
         (work, queue) = AsyncStream.makeStream(of: Work.self)
         let queue = queue
-        cluster?.on(Self.appended) { appended in
-            guard let stream = LiveStreams.Stream(rawValue: appended.stream) else { return }
-            queue.yield(.catchUp(stream, through: appended.sequence))
-        }
+        cluster?.on(Self.appended) { appended in queue.yield(.catchUp(appended.stream, through: appended.sequence)) }
         // Messages may have been missed while the bus was away; the store has every event.
-        cluster?.onGap {
-            for stream in LiveStreams.Stream.allCases { queue.yield(.catchUp(stream, through: nil)) }
-        }
+        cluster?.onGap { queue.yield(.catchUpEverything) }
     }
 
     static func open(store: Store, cluster: ClusterBus?, logger: Logger) async throws -> LiveJournal {

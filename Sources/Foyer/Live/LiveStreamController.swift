@@ -18,15 +18,15 @@ struct LiveStreamController {
 
     @Sendable func subscribe(request: Request, context: FoyerRequestContext) async throws -> Response {
         let signed = try context.parameters.require("name")
-        guard let stream = streams.stream(signedName: signed) else {
+        guard let edition = streams.edition(signedName: signed) else {
             throw AppError(.forbidden, title: "Unknown stream", message: "This stream name was not signed by this server.")
         }
-        if stream.requiresSignIn { _ = try context.requireIdentity() }
+        if edition.stream.requiresSignIn { _ = try context.requireIdentity() }
         // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
         // last event it applied in the query.
         let reconnected = request.headers[.lastEventID]
         let lastEventID = reconnected ?? request.uri.queryParameters["last_event_id"].map(String.init)
-        return try await eventStream(following: [(stream, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
+        return try await eventStream(following: [(edition, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
     }
 
     /// `GET /streams?follow={signed name}:{last event id}&follow=…`: several streams on one connection, each event
@@ -38,22 +38,24 @@ struct LiveStreamController {
         guard !follows.isEmpty else {
             throw AppError(.badRequest, title: "No stream named", message: "Name each stream to follow as follow={signed name}:{last event id}.")
         }
-        var following: [(stream: LiveStreams.Stream, lastEventID: String?)] = []
+        var following: [(edition: LiveStreams.Edition, lastEventID: String?)] = []
         for follow in follows {
             let (signed, lastEventID) = follow.firstIndex(of: ":").map { (follow[..<$0], String(follow[follow.index(after: $0)...])) } ?? (follow, nil)
-            guard let stream = streams.stream(signedName: String(signed)) else {
+            guard let edition = streams.edition(signedName: String(signed)) else {
                 throw AppError(.forbidden, title: "Unknown stream", message: "This stream name was not signed by this server.")
             }
-            guard !following.contains(where: { $0.stream == stream }) else {
+            // Two languages of one stream may share a connection: tabs opened before and after an account's
+            // language changed.
+            guard !following.contains(where: { $0.edition == edition }) else {
                 throw AppError(.badRequest, title: "Stream named twice", message: "Each stream is followed once per connection.")
             }
-            if stream.requiresSignIn { _ = try context.requireIdentity() }
-            following.append((stream, lastEventID.flatMap { $0.isEmpty ? nil : $0 }))
+            if edition.stream.requiresSignIn { _ = try context.requireIdentity() }
+            following.append((edition, lastEventID.flatMap { $0.isEmpty ? nil : $0 }))
         }
         return try await eventStream(following: following, named: true, reconnected: request.uri.queryParameters["reconnect"] == "1", context: context)
     }
 
-    private func eventStream(following: [(stream: LiveStreams.Stream, lastEventID: String?)], named: Bool, reconnected: Bool, context: FoyerRequestContext)
+    private func eventStream(following: [(edition: LiveStreams.Edition, lastEventID: String?)], named: Bool, reconnected: Bool, context: FoyerRequestContext)
         async throws -> Response
     {
         let (streams, open, holds) = (streams, metrics.openEventStreams, holds)

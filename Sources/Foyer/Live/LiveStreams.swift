@@ -6,8 +6,9 @@ import NIOHTTPTypes
 import Prometheus
 import ServiceLifecycle
 
-/// The streams pages follow, each a LiveChannel. Changes are rendered once into `<turbo-stream>` HTML, framed
-/// once as a server-sent event, and the same bytes go to every subscriber.
+/// The streams pages follow, one LiveChannel per stream and language. Changes are rendered once per language into
+/// `<turbo-stream>` HTML, framed once as a server-sent event, and the same bytes go to every subscriber of that
+/// language.
 final class LiveStreams: Sendable {
     /// What a page can follow. Task streams need a signed-in user; post streams are public like post pages.
     enum Stream: String, Sendable, CaseIterable {
@@ -18,6 +19,16 @@ final class LiveStreams: Sendable {
         var frame: String { "\(rawValue)-live" }
     }
 
+    /// A stream in one language: a page in Portuguese follows the Portuguese edition of `posts`, so what it is sent
+    /// says its own words. Each edition is a channel of its own, numbered by the journal under its own name: `posts`
+    /// in the default language (the name pages had before there were languages, which open pages still hold across
+    /// a deploy), `posts@pt-BR` in another.
+    struct Edition: Hashable, Sendable {
+        let stream: Stream
+        /// `Language.index`
+        let language: Int
+    }
+
     static let heartbeatInterval: Duration = .seconds(15)
 
     let names: StreamNames
@@ -26,17 +37,22 @@ final class LiveStreams: Sendable {
     /// event of ours, so it means "reload".
     let epoch: String
     let journal: LiveJournal?
+    let languages: Languages
+    let editions: [Edition]
     /// When each followed stream ends on a graceful shutdown, and what it tells its browser.
     let drain: Drain
-    private let channels: [Stream: LiveChannel]
+    private let channels: [Edition: LiveChannel]
+    /// The journal's name of each edition, and back.
+    private let editionNames: [Edition: String]
+    private let editionsByName: [String: Edition]
     /// Signed once: pages embed them on every render.
-    private let paths: [Stream: String]
-    private let namings: [Stream: Naming]
+    private let paths: [Edition: String]
+    private let namings: [Edition: Naming]
     /// The open streams of signed-in viewers, by viewer and subscriber: a block changes what each may be sent.
     private let viewing = NIOLockedValueBox([Int64: [UInt64: Viewed]]())
 
     private struct Viewed: Sendable {
-        let stream: Stream
+        let edition: Edition
         let channel: LiveChannel
         let eventLoop: any EventLoop
     }
@@ -49,40 +65,65 @@ final class LiveStreams: Sendable {
     private let resumed: @Sendable (Resumed) -> Void
 
     init(
-        names: StreamNames, journal: LiveJournal? = nil, drain: Drain = Drain(settings: .init()), limits: LiveChannel.Limits = .init(),
+        names: StreamNames, languages: Languages, journal: LiveJournal? = nil, drain: Drain = Drain(settings: .init()), limits: LiveChannel.Limits = .init(),
         resumed: @escaping @Sendable (Resumed) -> Void = { _ in }
     ) {
         self.names = names
         self.journal = journal
         self.drain = drain
         self.resumed = resumed
+        self.languages = languages
         epoch = journal?.epoch ?? String(UInt32.random(in: .min ... .max), radix: 36)
-        channels = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, LiveChannel(limits: limits)) })
-        let signedNames = Dictionary(uniqueKeysWithValues: Stream.allCases.map { ($0, names.signed($0.rawValue)) })
+        let editions = Stream.allCases.flatMap { stream in languages.all.map { Edition(stream: stream, language: $0.index) } }
+        self.editions = editions
+        channels = Dictionary(uniqueKeysWithValues: editions.map { ($0, LiveChannel(limits: limits)) })
+        let editionNames = Dictionary(
+            uniqueKeysWithValues: editions.map { edition in
+                let language = languages.all[edition.language]
+                return (edition, language === languages.fallback ? edition.stream.rawValue : "\(edition.stream.rawValue)@\(language.tag)")
+            }
+        )
+        self.editionNames = editionNames
+        editionsByName = Dictionary(uniqueKeysWithValues: editionNames.map { ($1, $0) })
+        let signedNames = editionNames.mapValues(names.signed)
         paths = signedNames.mapValues { "/streams/" + $0 }
         namings = signedNames.mapValues(Naming.init(signedName:))
     }
 
-    func channel(_ stream: Stream) -> LiveChannel { channels[stream]! }
+    /// `stream` in `language`; in the default language when none is said.
+    func edition(_ stream: Stream, in language: Language? = nil) -> Edition {
+        Edition(stream: stream, language: (language ?? languages.fallback).index)
+    }
 
-    /// The signed name a page embeds, and the path it subscribes to.
-    func path(of stream: Stream) -> String { paths[stream]! }
+    func channel(_ edition: Edition) -> LiveChannel { channels[edition]! }
 
-    /// The id of the newest event on `stream`. A page embeds it, read before the page reads its data, and resumes
-    /// from it: whatever changed between the render and the stream's connection is replayed, and replaying a change
-    /// the page already shows is harmless (each action leaves the page the same when applied twice).
-    func position(of stream: Stream) -> String { eventID(channel(stream).latest) }
+    /// The signed name a page in `language` embeds, and the path it subscribes to.
+    func path(of stream: Stream, in language: Language) -> String { paths[edition(stream, in: language)]! }
 
-    func stream(signedName: String) -> Stream? { names.verify(signedName).flatMap(Stream.init(rawValue:)) }
+    /// The id of the newest event on `stream` in `language`. A page embeds it, read before the page reads its data,
+    /// and resumes from it: whatever changed between the render and the stream's connection is replayed, and
+    /// replaying a change the page already shows is harmless (each action leaves the page the same when applied twice).
+    func position(of stream: Stream, in language: Language) -> String { eventID(channel(edition(stream, in: language)).latest) }
 
-    /// Sends `<turbo-stream>` HTML to every page following `stream`, on every instance (through the journal).
-    /// `author`: whose words it carries; pages of people a block keeps apart from them are not sent it.
-    func broadcast(_ html: String, on stream: Stream, author: Int64? = nil) {
-        if let journal {
-            journal.enqueue(.append(html: html, stream: stream, author: author))
-        } else {
-            channel(stream).publish({ sequence in event(html, id: eventID(sequence)) }, author: author)
+    func edition(signedName: String) -> Edition? { names.verify(signedName).flatMap { editionsByName[$0] } }
+
+    /// Sends a change to every page following `stream`, on every instance (through the journal), rendered once in
+    /// each language. `author`: whose words it carries; pages of people a block keeps apart from them are not sent it.
+    func broadcast(on stream: Stream, author: Int64? = nil, rendering html: (Language) -> String) {
+        for language in languages.all {
+            let edition = edition(stream, in: language)
+            let html = html(language)
+            if let journal {
+                journal.enqueue(.append(html: html, stream: editionNames[edition]!, author: author))
+            } else {
+                channel(edition).publish({ sequence in event(html, id: eventID(sequence)) }, author: author)
+            }
         }
+    }
+
+    /// The same HTML to every page following `stream`, whatever its language: HTML that says no words.
+    func broadcast(_ html: String, on stream: Stream, author: Int64? = nil) {
+        broadcast(on: stream, author: author) { _ in html }
     }
 
     /// A viewer's blocks changed (here or on another instance): each of their open streams here is kept apart from
@@ -92,7 +133,7 @@ final class LiveStreams: Sendable {
         for (subscriber, viewed) in open {
             // At the subscriber's own position, which it has had already: a page applies a reload all the same.
             viewed.channel.keepApart(subscriber: subscriber, on: viewed.eventLoop, from: keptApart) { cursor in
-                self.reloadEvent(viewed.stream, at: cursor)
+                self.reloadEvent(viewed.edition.stream, at: cursor)
             }
         }
     }
@@ -107,12 +148,12 @@ final class LiveStreams: Sendable {
     var subscriberCount: Int { channels.values.reduce(0) { $0 + $1.subscriberCount } }
     func closeAll() { for channel in channels.values { channel.close() } }
 
-    /// Writes `stream` to one subscriber as server-sent events, as Turbo's `connectStreamSource` reads them.
+    /// Writes `edition` to one subscriber as server-sent events, as Turbo's `connectStreamSource` reads them.
     func serve(
-        _ stream: Stream, lastEventID: String?, reconnected: Bool = false, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
+        _ edition: Edition, lastEventID: String?, reconnected: Bool = false, heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil,
         viewer: Viewer? = nil, open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
-        try await serve([(stream, lastEventID)], named: false, reconnected: reconnected, heldBy: hold, viewer: viewer, open: open, on: connection, to: &writer)
+        try await serve([(edition, lastEventID)], named: false, reconnected: reconnected, heldBy: hold, viewer: viewer, open: open, on: connection, to: &writer)
     }
 
     /// Who follows a stream, when signed in: the authors a block keeps them apart from are left out of what they are
@@ -134,13 +175,13 @@ final class LiveStreams: Sendable {
     /// connection's task ends: an idle stream then holds no task at all, and its ending (a last event, the
     /// response's end, the close) is written from the event loop.
     func serve(
-        _ followed: [(stream: Stream, lastEventID: String?)], named: Bool, reconnected: Bool = false,
+        _ followed: [(edition: Edition, lastEventID: String?)], named: Bool, reconnected: Bool = false,
         heldBy hold: ((@escaping @Sendable () -> Void) -> SessionHolds.Release)? = nil, viewer: Viewer? = nil,
         open: Gauge? = nil, on connection: any Channel, to writer: inout any ResponseBodyWriter
     ) async throws {
         let subscriptions = followed.map { followed in
-            let channel = channel(followed.stream)
-            return Subscription(stream: followed.stream, channel: channel, subscriber: channel.subscribe())
+            let channel = channel(followed.edition)
+            return Subscription(edition: followed.edition, channel: channel, subscriber: channel.subscribe())
         }
         let keptApart = viewer?.keptApart ?? []
         let release = hold?({ for subscription in subscriptions { subscription.channel.end(subscriber: subscription.subscriber) } })
@@ -148,7 +189,7 @@ final class LiveStreams: Sendable {
             viewing.withLockedValue { viewing in
                 for subscription in subscriptions {
                     viewing[viewer.userId, default: [:]][subscription.subscriber] = Viewed(
-                        stream: subscription.stream, channel: subscription.channel, eventLoop: connection.eventLoop
+                        edition: subscription.edition, channel: subscription.channel, eventLoop: connection.eventLoop
                     )
                 }
             }
@@ -165,11 +206,11 @@ final class LiveStreams: Sendable {
             for subscription in subscriptions { subscription.channel.unsubscribe(subscription.subscriber) }
             open?.decrement()
         }
-        var opening = ByteBuffer(string: "retry: 2000\n: \(followed.map(\.stream.rawValue).joined(separator: " "))\n\n")
+        var opening = ByteBuffer(string: "retry: 2000\n: \(followed.map(\.edition.stream.rawValue).joined(separator: " "))\n\n")
         var cursors: [UInt64] = []
         for (subscription, followed) in zip(subscriptions, followed) {
-            let (events, cursor, outcome) = resume(subscription.stream, from: followed.lastEventID, keptApart: keptApart)
-            for event in events { opening.writeImmutableBuffer(named ? self.named(subscription.stream).plain.frame(event) : event) }
+            let (events, cursor, outcome) = resume(subscription.edition, from: followed.lastEventID, keptApart: keptApart)
+            for event in events { opening.writeImmutableBuffer(named ? self.named(subscription.edition).plain.frame(event) : event) }
             cursors.append(cursor)
             if reconnected, let outcome { resumed(outcome) }
         }
@@ -197,11 +238,11 @@ final class LiveStreams: Sendable {
             // Whichever stream stops first ends the connection; the others then stop as `gone`, and say nothing.
             let ended = NIOLockedValueBox(false)
             for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
-                let framing = named ? self.named(subscription.stream).chunked : HandedOverConnection.chunked
+                let framing = named ? self.named(subscription.edition).chunked : HandedOverConnection.chunked
                 let connectionFollowing = following(index, write: handedOver.write, flush: handedOver.flush, framing: framing)
                 subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber, keptApart: keptApart) { ending in
                     guard !ended.withLockedValue({ ended in defer { ended = true }; return ended }) else { return }
-                    for other in subscriptions where other.stream != subscription.stream {
+                    for other in subscriptions where other.edition != subscription.edition {
                         other.channel.stop(subscriber: other.subscriber, on: connection.eventLoop, .gone)
                     }
                     done()
@@ -218,7 +259,7 @@ final class LiveStreams: Sendable {
             await withTaskGroup(of: LiveChannel.Ending.self) { group in
                 for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
                     let connectionFollowing = following(
-                        index, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, flush: nil, framing: named ? self.named(subscription.stream).plain : nil
+                        index, write: { connection.write(HTTPResponsePart.body($0), promise: nil) }, flush: nil, framing: named ? self.named(subscription.edition).plain : nil
                     )
                     group.addTask {
                         await subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber, keptApart: keptApart)
@@ -252,7 +293,7 @@ final class LiveStreams: Sendable {
         }
     }
 
-    private func named(_ stream: Stream) -> Naming { namings[stream]! }
+    private func named(_ edition: Edition) -> Naming { namings[edition]! }
 
     /// How a connection that follows several streams frames one's events: each after `event: <its signed name>`, which
     /// the page's EventSource dispatches by that name. Framed once per event for all such connections.
@@ -276,15 +317,16 @@ final class LiveStreams: Sendable {
     }
 
     private struct Subscription: Sendable {
-        let stream: Stream
+        let edition: Edition
         let channel: LiveChannel
         let subscriber: UInt64
     }
 
     /// What a reconnect (or a page resuming from where it was rendered) missed, or a reload; the sequence number the
     /// subscriber is then at; and whether it resumed (nil: it named no event).
-    private func resume(_ stream: Stream, from lastEventID: String?, keptApart: Set<Int64>) -> (events: [ByteBuffer], cursor: UInt64, outcome: Resumed?) {
-        let channel = channel(stream)
+    private func resume(_ edition: Edition, from lastEventID: String?, keptApart: Set<Int64>) -> (events: [ByteBuffer], cursor: UInt64, outcome: Resumed?) {
+        let channel = channel(edition)
+        let stream = edition.stream
         let cursor = channel.latest
         guard let lastEventID else { return ([], cursor, nil) }
         guard let last = sequence(of: lastEventID) else { return ([reloadEvent(stream, at: cursor)], cursor, .reloaded) }
@@ -340,9 +382,9 @@ extension LiveStreams {
     func loadJournal() async throws {
         guard let journal else { return }
         let now = Date()
-        for stream in Stream.allCases {
-            let channel = channel(stream)
-            let (events, latest) = try await journal.storage.events(of: stream.rawValue, after: 0, within: channel.limits)
+        for edition in editions {
+            let channel = channel(edition)
+            let (events, latest) = try await journal.storage.events(of: editionNames[edition]!, after: 0, within: channel.limits)
             channel.load(
                 events.map { ($0.sequence, event($0.html, id: eventID($0.sequence)), .seconds(max(0, now.timeIntervalSince($0.appendedAt))), $0.author) },
                 latest: latest
@@ -356,35 +398,41 @@ extension LiveStreams {
         guard let journal else { return }
         for await work in journal.work {
             switch work {
-            case .append(let html, let stream, let author):
-                let channel = channel(stream)
+            case .append(let html, let name, let author):
+                guard let edition = editionsByName[name] else { continue }
+                let channel = channel(edition)
                 do {
-                    let sequence = try await journal.storage.append(html, to: stream.rawValue, author: author, keeping: channel.limits)
-                    if sequence > channel.latest + 1 { await catchUp(stream, through: sequence - 1) }
+                    let sequence = try await journal.storage.append(html, to: name, author: author, keeping: channel.limits)
+                    if sequence > channel.latest + 1 { await catchUp(edition, through: sequence - 1) }
                     channel.publish(event(html, id: eventID(sequence)), sequence: sequence, author: author)
-                    journal.cluster?.send(LiveJournal.Appended(stream: stream.rawValue, sequence: sequence), on: LiveJournal.appended)
+                    journal.cluster?.send(LiveJournal.Appended(stream: name, sequence: sequence), on: LiveJournal.appended)
                 } catch {
                     journal.logger.error(
                         "A live event could not be kept in the store: open pages miss it until they load again",
-                        metadata: ["stream": .string(stream.rawValue), "error": .string("\(error)")]
+                        metadata: ["stream": .string(name), "error": .string("\(error)")]
                     )
                 }
-            case .catchUp(let stream, let through):
-                await catchUp(stream, through: through)
+            case .catchUp(let name, let through):
+                // A language another instance speaks and this one does not (a deploy adding one): nobody here follows it.
+                guard let edition = editionsByName[name] else { continue }
+                await catchUp(edition, through: through)
+            case .catchUpEverything:
+                for edition in editions { await catchUp(edition, through: nil) }
             }
         }
     }
 
-    private func catchUp(_ stream: Stream, through: UInt64?) async {
+    private func catchUp(_ edition: Edition, through: UInt64?) async {
         guard let journal else { return }
-        let channel = channel(stream)
+        let channel = channel(edition)
+        let name = editionNames[edition]!
         if let through, through <= channel.latest { return }
         do {
-            let (events, _) = try await journal.storage.events(of: stream.rawValue, after: channel.latest, within: channel.limits)
+            let (events, _) = try await journal.storage.events(of: name, after: channel.latest, within: channel.limits)
             for kept in events { channel.publish(event(kept.html, id: eventID(kept.sequence)), sequence: kept.sequence, author: kept.author) }
         } catch {
             journal.logger.warning(
-                "Live events kept by another instance could not be read", metadata: ["stream": .string(stream.rawValue), "error": .string("\(error)")]
+                "Live events kept by another instance could not be read", metadata: ["stream": .string(name), "error": .string("\(error)")]
             )
         }
     }

@@ -127,15 +127,13 @@ enum PostChange: Sendable {
 
 /// The `<turbo-stream>` HTML that shows a post change on open pages: the first list page (`posts`), rows
 /// (`post_ID`), the post's own page (`post_ID_content`, `post_ID_detail`) and its open edit forms (`post_ID_changed`).
+/// Rendered once per language: each rendering reaches every follower in that language.
 struct PostFragments: Sendable {
     let views: Views
-    /// One rendering reaches every follower, so it is in the default language (pages in another say their own words
-    /// on the next load).
-    private var language: Language { views.languages.fallback }
-    private var time: ReaderTime { ReaderTime(language: language) }
 
-    func html(for change: PostChange) -> String {
-        switch change {
+    func html(for change: PostChange, in language: Language) -> String {
+        let time = ReaderTime(language: language)
+        return switch change {
         case .created(let published):
             TurboStream.prepend("posts", views.render("posts/row", PostRowView(published, time: time), in: language))
         case .updated(let published):

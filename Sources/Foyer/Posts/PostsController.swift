@@ -58,11 +58,11 @@ struct PostsController {
     private func renderList(
         _ paging: Paging, signedIn: Bool, time: ReaderTime, excluding excluded: Set<Int64>, language: Language
     ) async throws -> String {
-        let position = streams.position(of: .posts)
+        let position = streams.position(of: .posts, in: language)
         let page = try await posts.page(paging, excluding: excluded)
         var values: [String: Any] = [
             "posts": page.posts.enumerated().map { PostRowView($1, time: time, position: $0) }, "signed_in": signedIn,
-            "stream_path": streams.path(of: .posts), "stream_position": position,
+            "stream_path": streams.path(of: .posts, in: language), "stream_position": position,
             "list_id": page.number == 1 ? "posts" : "posts-page-\(page.number)",
         ]
         if page.hasPrevious { values["previous_page"] = page.number - 1 }
@@ -73,16 +73,17 @@ struct PostsController {
     }
 
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
-        let position = streams.position(of: .posts)
+        let language = views.language(for: request, context: context)
+        let position = streams.position(of: .posts, in: language)
         let published = try await posts.find(in: context)
         return views.page(
             "posts/show",
             [
                 "title": published.post.title,
-                "post": PostContentView(published, time: views.readerTime(request, context: context)),
+                "post": PostContentView(published, time: ReaderTime(request, language: language)),
                 "mine": context.identity?.userId == published.author.id,
                 "can_report": context.identity.map { $0.userId != published.author.id } ?? false,
-                "stream_path": streams.path(of: .posts), "stream_position": position,
+                "stream_path": streams.path(of: .posts, in: language), "stream_position": position,
             ],
             request: request, context: context
         )
@@ -107,7 +108,7 @@ struct PostsController {
 
     /// The form follows the posts stream from before the post is read: a save elsewhere while it is open shows there.
     @Sendable func edit(request: Request, context: SignedInContext) async throws -> Response {
-        let position = streams.position(of: .posts)
+        let position = streams.position(of: .posts, in: views.language(for: request, context: context))
         let published = try await posts.findOwn(in: context)
         try rules.terms.requireAccepted(by: context.identity)
         var changes = PostChanges(title: published.post.title, content: published.post.content, alt: published.picture?.alt)
@@ -119,7 +120,7 @@ struct PostsController {
     /// versions and the form again, filled with what was typed, at the version the post is now. A post deleted
     /// meanwhile is a `410` page that still holds what was typed.
     @Sendable func update(request: Request, context: SignedInContext) async throws -> Response {
-        let position = streams.position(of: .posts)
+        let position = streams.position(of: .posts, in: views.language(for: request, context: context))
         let published: PublishedPost
         do {
             published = try await posts.findOwn(in: context)
@@ -204,7 +205,7 @@ struct PostsController {
     @Sendable func destroy(request: Request, context: SignedInContext) async throws -> Response {
         let published = try await posts.findOwn(in: context)
         try await posts.delete(id: published.id)
-        if request.wantsTurboStream { return .turboStream(fragments.html(for: .deleted(id: published.id))) }
+        if request.wantsTurboStream { return .turboStream(fragments.html(for: .deleted(id: published.id), in: views.language(for: request, context: context))) }
         return .afterSubmit(request, redirectTo: "/posts", native: .recede).flashing(.postDeleted)
     }
 
@@ -228,7 +229,7 @@ struct PostsController {
             ),
         ]
         if let livePosition {
-            (values["stream_path"], values["stream_position"]) = (streams.path(of: .posts), livePosition)
+            (values["stream_path"], values["stream_position"]) = (streams.path(of: .posts, in: language), livePosition)
         }
         var template = id == nil ? "posts/new" : "posts/edit"
         switch page {

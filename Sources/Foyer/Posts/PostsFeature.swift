@@ -24,7 +24,7 @@ struct PostsFeature {
         // Open pages hear of a write once, from the instance that made it: the journal carries it to the others.
         let posts = PostRepository(store: app.store, blocks: blocks) { change in
             changes.publish(change)
-            streams.broadcast(fragments.html(for: change), on: .posts, author: change.author)
+            streams.broadcast(on: .posts, author: change.author) { fragments.html(for: change, in: $0) }
             cluster?.send(Changed(change), on: Self.changed)
         }
         self.posts = posts

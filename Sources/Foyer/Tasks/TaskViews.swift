@@ -44,20 +44,18 @@ struct TaskView: Sendable {
 /// (`task_ID_content`, `task_ID_detail`). Pages that show neither ignore it.
 struct TaskFragments: Sendable {
     let views: Views
-    /// One rendering reaches every follower, so it is in the default language.
-    private var language: Language { views.languages.fallback }
 
-    func added(_ task: TaskItem) -> String {
+    func added(_ task: TaskItem, in language: Language) -> String {
         TurboStream.append("tasks", views.render("tasks/row", TaskView(task, in: language), in: language))
     }
 
-    func updated(_ task: TaskItem) -> String {
+    func updated(_ task: TaskItem, in language: Language) -> String {
         let view = TaskView(task, in: language)
         return TurboStream.replace("task_\(task.id)", views.render("tasks/row", view, in: language))
             + TurboStream.replace("task_\(task.id)_content", views.render("tasks/content", view, in: language))
     }
 
-    func deleted(id: String) -> String {
+    func deleted(id: String, in language: Language) -> String {
         TurboStream.remove("task_\(id)") + TurboStream.replace("task_\(id)_detail", views.render("tasks/deleted", ["id": id], in: language))
     }
 }
@@ -76,8 +74,8 @@ struct TaskPages: Sendable {
             switch event {
             case .change(let change):
                 switch change.origin {
-                case .embedded: streams.broadcast(html(for: change), on: .tasks)
-                case .upstream where speaksForTheUpstream?() ?? true: streams.broadcast(html(for: change), on: .tasks)
+                case .embedded: streams.broadcast(on: .tasks) { html(for: change, in: $0) }
+                case .upstream where speaksForTheUpstream?() ?? true: streams.broadcast(on: .tasks) { html(for: change, in: $0) }
                 case .upstream, .otherInstance: break
                 }
             case .missed:
@@ -88,11 +86,11 @@ struct TaskPages: Sendable {
         }
     }
 
-    func html(for change: TaskChange) -> String {
+    func html(for change: TaskChange, in language: Language) -> String {
         switch change.kind {
-        case .added: fragments.added(change.task)
-        case .updated: fragments.updated(change.task)
-        case .deleted: fragments.deleted(id: change.task.id)
+        case .added: fragments.added(change.task, in: language)
+        case .updated: fragments.updated(change.task, in: language)
+        case .deleted: fragments.deleted(id: change.task.id, in: language)
         }
     }
 }

@@ -32,17 +32,17 @@ struct TasksController {
     @Sendable func index(request: Request, context: SignedInContext) async throws -> Response {
         let identity = context.identity
         let paging = try Paging(request, defaultPerPage: Self.perPage)
-        let position = streams.position(of: .tasks)
+        let language = views.language(for: request, context: context)
+        let position = streams.position(of: .tasks, in: language)
         // One more than a page tells whether there is a next one.
         let read = try await tasks.list(
             first: paging.perPage + 1, after: paging.offset, for: identity, credentials: try await credentials(identity)
         )
         let hasNext = read.value.count > paging.perPage
         let items = Array(read.value.prefix(paging.perPage))
-        let language = views.language(for: request, context: context)
         var values: [String: Any] = [
             "title": Phrase("tasks.index.title"), "tasks": items.map { TaskView($0, in: language) }, "page_number": paging.page,
-            "stream_path": streams.path(of: .tasks), "stream_position": position, "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
+            "stream_path": streams.path(of: .tasks, in: language), "stream_position": position, "list_id": hasNext ? "tasks-page-\(paging.page)" : "tasks",
         ]
         values["offline_since"] = read.offlineCopyFrom.map(Self.clockTime)
         if paging.page > 1 { values["previous_page"] = paging.page - 1 }
@@ -61,10 +61,11 @@ struct TasksController {
     }
 
     @Sendable func show(request: Request, context: SignedInContext) async throws -> Response {
-        let position = streams.position(of: .tasks)
+        let language = views.language(for: request, context: context)
+        let position = streams.position(of: .tasks, in: language)
         let (task, offlineCopyFrom) = try await find(context)
         var values: [String: Any] = [
-            "title": task.title, "task": TaskView(task, in: views.language(for: request, context: context)), "stream_path": streams.path(of: .tasks), "stream_position": position,
+            "title": task.title, "task": TaskView(task, in: language), "stream_path": streams.path(of: .tasks, in: language), "stream_position": position,
         ]
         values["may_delete"] = try await mayDelete(context.identity)
         values["offline_since"] = offlineCopyFrom.map(Self.clockTime)
@@ -129,7 +130,7 @@ struct TasksController {
             let mine = TaskItem(id: id, version: version, title: conflict.server.title, description: conflict.server.description, status: status)
             return conflictPage(request: request, context: context, server: conflict.server, mine: mine)
         }
-        if request.wantsTurboStream { return .turboStream(fragments.updated(updated)) }
+        if request.wantsTurboStream { return .turboStream(fragments.updated(updated, in: views.language(for: request, context: context))) }
         return Response.seeOther("/tasks").flashing(.taskSaved)
     }
 
@@ -140,7 +141,7 @@ struct TasksController {
             throw AppError(.forbidden, title: "Not allowed", message: "Deleting tasks takes the realm role \(Self.deletingRole), which you do not have.")
         }
         guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
-        if request.wantsTurboStream { return .turboStream(fragments.deleted(id: id)) }
+        if request.wantsTurboStream { return .turboStream(fragments.deleted(id: id, in: views.language(for: request, context: context))) }
         return .afterSubmit(request, redirectTo: "/tasks", native: .recede).flashing(.taskDeleted)
     }
 
