@@ -234,6 +234,34 @@ import Testing
         }
     }
 
+    /// A request the API cannot read is refused in the reader's language too: a field of the wrong type, a body that
+    /// is not JSON, a page number out of range, a method a route does not take.
+    @Test func malformedRequestsAreRefusedInTheReadersLanguage() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let (token, _) = try await signIn(client)
+            let json = bearer(token).merging(jsonHeaders)
+            try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: json.merging([.acceptLanguage: "pt-BR"]), body: ByteBuffer(string: #"{"title": 5, "content": "x"}"#)
+            ) { response in
+                #expect(response.status == .unprocessableContent)
+                #expect(response.json()["errors"] as? [String: [String]] == ["title": ["deve ser um texto"]])
+            }
+            try await client.execute(uri: "/api/v1/posts", method: .post, headers: json.merging([.acceptLanguage: "zh-CN"]), body: ByteBuffer(string: "{")) { response in
+                #expect(response.status == .badRequest)
+                #expect((response.json()["error"] as? String)?.hasPrefix("正文不是有效的 JSON：应为 {") == true)
+            }
+            try await client.execute(uri: "/api/v1/posts?page=0", method: .get, headers: [.acceptLanguage: "pt"]) { response in
+                #expect(response.status == .badRequest)
+                #expect((response.json()["error"] as? String)?.hasPrefix("page deve ser um número inteiro de 1 a") == true)
+            }
+            try await client.execute(uri: "/api/v1/posts", method: .put, headers: json.merging([.acceptLanguage: "zh"]), body: ByteBuffer(string: "{}")) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.json()["error"] as? String == "/api/v1/posts 不接受 PUT，只接受 GET, HEAD, POST。")
+            }
+        }
+    }
+
     @Test func theAccountsLanguageWinsOverTheBrowsersAndTheAPISetsIt() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in
@@ -254,6 +282,8 @@ import Testing
             try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: #"{"locale": "tlh"}"#)) { response in
                 #expect(response.status == .unprocessableContent)
                 #expect(response.text.contains(#""locale""#))
+                // Said in the account's language, though the refusal is written outside authentication.
+                #expect(response.headers[.contentLanguage] == "zh-Hans")
             }
             // "" goes back to the browser's language.
             try await client.execute(uri: "/api/v1/me", method: .patch, headers: bearer(token).merging(jsonHeaders), body: ByteBuffer(string: #"{"locale": ""}"#)) { response in

@@ -453,6 +453,73 @@ import Testing
         #expect(toAda.contains("appeal") && toAda.contains("Selling pills") && !toAda.contains("bob") && !toAda.contains("Carol"))
     }
 
+    /// Each person is told in their own language, whoever acted and in whichever: the author whose post went in
+    /// Portuguese, the reporter in English, the moderators of a new report in Chinese; what it was about in each.
+    @Test func moderationMailIsInEachRecipientsLanguage() throws {
+        let languages = try Languages.bundled()
+        let mail = AccountMail(origin: "https://foyer.example", sender: try #require(MailAddress(parsing: "Foyer <foyer@foyer.example>")), languages: languages)
+        func person(_ name: String, _ locale: String?) -> User {
+            var user = User(email: "\(name)@example.com", name: name, passwordHash: "", createdAt: Date())
+            user.locale = locale
+            return user
+        }
+        let (ada, bob, carol) = (person("ada", "pt-BR"), person("bob", nil), person("carol", "zh-Hans"))
+        let target = ModerationTarget.post(title: "Cheap pills", by: "ada")
+        let sent = ModerationMail(mail: mail, contactEmail: "moderation@foyer.example").mails(for: .removePost, note: "Not here.")(ada, [bob], target)
+        let toAda = try #require(sent.first { $0.recipient == ada.email })
+        #expect(toAda.subject == "Sua publicação foi removida")
+        #expect(toAda.text.contains("Um moderador removeu a publicação “Cheap pills” de ada") && toAda.text.contains("Nas palavras do moderador: “Not here.”"))
+        #expect(toAda.html.contains(#"<html lang="pt-BR">"#) && toAda.text.contains("Para recorrer"))
+        let toBob = try #require(sent.first { $0.recipient == bob.email })
+        #expect(toBob.subject == "Your report was handled" && toBob.text.contains("the post “Cheap pills” by ada. It broke the terms and has been removed."))
+        #expect(!toBob.text.contains("Not here."), "a reporter is never told what the author was")
+
+        let report = Report(
+            id: 7, reporterId: 2, postId: 1, userId: 1, reason: .spam, comment: "ads again", keptTitle: "Cheap pills", keptContent: nil,
+            keptPictureAlt: nil, status: .open, createdAt: Date(), resolvedAt: nil
+        )
+        let toModerators = ReportsController.moderatorMails(mail: mail, reporterName: "bob")(report, target, [carol, bob])
+        #expect(toModerators.map(\.subject) == ["新举报：垃圾信息或诈骗", "New report: Spam or a scam"])
+        #expect(toModerators[0].text.contains("bob 举报了ada 的帖子“Cheap pills”。") && toModerators[0].text.contains("举报人留言：“ads again”"))
+    }
+
+    /// The queue, the log and the API's refusals in the moderator's language; the log names what each action was on
+    /// in it too, and the JSON keeps its keys.
+    @Test(arguments: TestStoreKind.allCases) func theQueueAndTheLogAreInTheModeratorsLanguage(kind: TestStoreKind) async throws {
+        let harness = try await TestHarness(kind)
+        try await TermsTests.addCarol(to: harness, as: .moderator)
+        try await harness.test { client in
+            let (ada, _) = try await signIn(client, as: .ada)
+            let (bob, _) = try await signIn(client, as: .bob)
+            let (carol, _) = try await signIn(client, as: TermsTests.carol)
+            try await client.execute(
+                uri: "/api/v1/me", method: .patch, headers: Self.json(carol), body: ByteBuffer(json: #"{"locale": "zh-Hans"}"#)
+            ) { #expect($0.status == .ok) }
+            let id = try await ReportsTests.post(client, token: ada, title: "Cheap pills")
+            let (_, filed, _) = try await ReportsTests.report(client, token: bob, #"{"post_id": \#(id), "reason": "spam"}"#)
+            let report = try #require(filed["id"] as? Int)
+            try await client.execute(uri: "/moderation", method: .get, headers: cookieHeader(carol)) { response in
+                #expect(response.headers[.contentLanguage] == "zh-Hans")
+                #expect(response.text.contains("<h1>内容审核</h1>") && response.text.contains("ada 的帖子") && response.text.contains("由 1 人举报：垃圾信息或诈骗 (1)"))
+                #expect(response.text.contains(#"value="remove_post" class="destructive">移除帖子</button>"#))
+            }
+            let (refused, errors) = try await Self.act(client, token: carol, report: report, #"{"action": "explode"}"#)
+            #expect(refused == .unprocessableContent)
+            #expect(((errors["errors"] as? [String: Any])?["action"] as? [String])?.first?.hasPrefix("必须是以下之一：dismiss") == true, "\(errors)")
+            #expect(try await Self.act(client, token: carol, report: report, #"{"action": "remove_post"}"#).0 == .ok)
+            try await client.execute(uri: "/moderation/audit", method: .get, headers: cookieHeader(carol)) { response in
+                #expect(response.text.contains("<h1>审核日志</h1>") && response.text.contains("移除帖子 · ada 的帖子“Cheap pills”"))
+            }
+            // The same line, read in English by a reader whose browser asks for it.
+            try await client.execute(
+                uri: "/api/v1/moderation/audit", method: .get, headers: bearer(carol).merging([.acceptLanguage: "en"])
+            ) { response in
+                let log = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]])
+                #expect(log.first?["target"] as? String == "ada 的帖子“Cheap pills”", "the account's language wins")
+            }
+        }
+    }
+
     @Test(arguments: TestStoreKind.allCases) func aSuspendedAccountIsSignedOutRefusedAndItsPostsHiddenUntilReinstated(kind: TestStoreKind) async throws {
         let harness = try await TestHarness(kind)
         try await TermsTests.addCarol(to: harness, as: .moderator)

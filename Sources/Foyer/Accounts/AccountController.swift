@@ -183,7 +183,7 @@ struct AccountController {
         let identity = context.identity
         let id = try context.parameters.require("id")
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
-            throw AppError(.notFound, message: "You have no active session with that id.")
+            throw AppError(.notFound, message: Phrase("sessions.errors.no_session"))
         }
         guard id == identity.session?.id else { return Response.seeOther("/account").flashing(.sessionRevoked) }
         var response = Response.seeOther("/").flashing(.signedOut)

@@ -65,7 +65,7 @@ struct MailedLinksController {
         do {
             user = try await accounts.storage.confirmEmail(tokenHash: AccountToken.hash(secret), now: Date())
         } catch UserError.emailTaken {
-            throw AppError(.conflict, title: "Address taken", message: "Another account uses that address now: this one keeps its own.")
+            throw AppError(.conflict, title: Phrase("mailed_links.errors.taken.title"), message: Phrase("mailed_links.errors.taken"))
         }
         guard let user, let id = user.id else { throw Self.expired("confirmation") }
         accounts.accountChanged(userId: id)
@@ -87,7 +87,7 @@ struct MailedLinksController {
 
     private func mailConfirmation(to user: User) async throws {
         guard user.emailConfirmedAt == nil else {
-            throw AppError(.conflict, title: "Confirmed already", message: "Your address \(user.email) is confirmed already.")
+            throw AppError(.conflict, title: Phrase("mailed_links.errors.confirmed.title"), message: Phrase("mailed_links.errors.confirmed", ["email": user.email]))
         }
         try await accounts.storage.update(
             userId: user.id ?? 0, name: nil, passwordHash: nil, writes: accounts.mail.confirmation(for: user, address: user.email, welcome: false),

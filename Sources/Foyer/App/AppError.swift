@@ -25,6 +25,11 @@ public struct AppError: Error, CustomStringConvertible {
         phrases = (title, message)
     }
 
+    /// A message whose page is titled by its status alone ("Error 404").
+    init(_ status: HTTPResponse.Status, message: Phrase) {
+        self.init(status, title: Phrase("errors.status", ["status": "\(status.code)"]), message: message)
+    }
+
     /// Its title and message in `language`.
     func words(in language: Language) -> (title: String, message: String) {
         phrases.map { (language.say($0.title), language.say($0.message)) } ?? (title, message)

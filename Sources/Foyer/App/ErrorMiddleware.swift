@@ -55,19 +55,22 @@ struct ErrorMiddleware: RouterMiddleware {
             return signInForm.page(request: request, context: context, returnTo: returnTo, message: Phrase("sessions.sign_in_to_continue"), status: .unauthorized)
         }
         if let tooFast = error as? PostingTooFast {
+            let language = views.language(for: request, context: context)
+            let message = language.say(PostingTooFast.message)
             let response = request.wantsJSON
-                ? Response.json(["error": PostingTooFast.message], status: .tooManyRequests)
+                ? Response.json(["error": message], status: .tooManyRequests)
                 : views.page(
-                    "errors/show", ["title": "Slow down", "status": 429, "message": PostingTooFast.message], request: request, context: context,
+                    "errors/show", ["title": Phrase("posting.slow_down"), "status": 429, "message": message], request: request, context: context,
                     status: .tooManyRequests
                 )
             return response.retrying(at: tooFast.retryAfter)
         }
         if error is AccountSuspended {
             guard request.wantsJSON else {
-                return signInForm.page(request: request, context: context, returnTo: nil, message: Phrase(verbatim: AccountSuspended.message), status: .forbidden)
+                return signInForm.page(request: request, context: context, returnTo: nil, message: AccountSuspended.message, status: .forbidden)
             }
-            return Response.json(["error": "account_suspended", "error_description": AccountSuspended.message], status: .forbidden)
+            let language = views.language(for: request, context: context)
+            return Response.json(["error": "account_suspended", "error_description": language.say(AccountSuspended.message)], status: .forbidden)
         }
         if let throttled = error as? SignInThrottle.Throttled {
             guard request.wantsJSON else { return signInForm.page(request: request, context: context, returnTo: nil, throttled: throttled) }
@@ -77,11 +80,12 @@ struct ErrorMiddleware: RouterMiddleware {
             if request.wantsJSON {
                 struct Body: Encodable {
                     let error = "terms_not_accepted"
-                    let message = TermsNotAccepted.message
+                    let message: String
                     let termsURL = Terms.path
                     let termsVersion: String
                 }
-                return Response.json(Body(termsVersion: refused.terms.version), status: .forbidden)
+                let language = views.language(for: request, context: context)
+                return Response.json(Body(message: language.say(TermsNotAccepted.message), termsVersion: refused.terms.version), status: .forbidden)
             }
             let view = TermsController.TermsView(
                 refused.terms, identity: refused.identity, returnTo: request.method == .get ? request.pathAndQuery : nil, refusedWrite: true

@@ -19,7 +19,7 @@ extension Request {
         do {
             return try JSONDecoder().decode(Body.self, from: Data(buffer: buffer))
         } catch {
-            throw AppError(.badRequest, message: "The body is not valid JSON: expected \(Body.expectedJSON)")
+            throw AppError(.badRequest, message: Phrase("errors.not_json", ["expected": Body.expectedJSON]))
         }
     }
 }

@@ -13,6 +13,7 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
     public var identity: Identity?
     /// The X-Request-Id this request is logged under and answered with.
     public var requestID: String = ""
+    public let reader = ReaderLanguage()
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -47,6 +48,8 @@ public struct FoyerRequestContext: RequestContext, RemoteAddressRequestContext, 
 /// What pages and helpers read of any of Foyer's request contexts: who is asking, if anyone.
 public protocol CallerContext: RequestContext {
     var caller: Identity? { get }
+    /// The language the request is answered in.
+    var reader: ReaderLanguage { get }
 }
 
 extension FoyerRequestContext: CallerContext {
@@ -61,12 +64,14 @@ public struct SignedInContext: ChildRequestContext, RemoteAddressRequestContext,
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
     public let identity: Identity
+    public let reader: ReaderLanguage
 
     public init(context: FoyerRequestContext) throws {
         guard let identity = context.identity else { throw AuthenticationRequired() }
         coreContext = context.coreContext
         remoteAddress = context.remoteAddress
         self.identity = identity
+        reader = context.reader
     }
 
     public var caller: Identity? { identity }

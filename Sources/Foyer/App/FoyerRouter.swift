@@ -82,8 +82,8 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             let allowed = methods.allowed(at: request.uri.path)
             guard !allowed.isEmpty else { throw error }
             let refusal = AppError(
-                .methodNotAllowed, title: "Method Not Allowed",
-                message: "\(request.uri.path) does not take \(request.method.rawValue); it takes \(allowed.joined(separator: ", "))."
+                .methodNotAllowed, title: Phrase("errors.method.title"),
+                message: Phrase("errors.method", ["path": request.uri.path, "method": request.method.rawValue, "allowed": allowed.joined(separator: ", ")])
             )
             var response = errors.response(for: refusal, request: request, context: context)
             response.headers[.allow] = allowed.joined(separator: ", ")

@@ -127,7 +127,7 @@ struct MultipartForm: Sendable {
     }
 
     private static func malformed(_ why: String) -> AppError {
-        AppError(.badRequest, message: "The multipart/form-data body could not be read: \(why).")
+        AppError(.badRequest, message: Phrase("errors.multipart", ["why": why]))
     }
 
     private static func matches(_ needle: [UInt8], in bytes: ByteBufferView, at offset: Int) -> Bool {

@@ -18,7 +18,9 @@ struct Paging: Hashable, Sendable {
     private static func number(_ value: Substring?, name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
         guard let value else { return fallback }
         guard let number = Int(value), range.contains(number) else {
-            throw AppError(.badRequest, message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+            throw AppError(
+                .badRequest, message: Phrase("errors.whole_number_between", ["name": name, "min": "\(range.lowerBound)", "max": "\(range.upperBound)"])
+            )
         }
         return number
     }

@@ -83,7 +83,7 @@ extension Request {
     /// any of the body is read: a client need not send megabytes to learn they are too many.
     mutating func collectBody(limitedTo limit: Int) async throws -> ByteBuffer {
         if let declared = headers[.contentLength].flatMap({ Int($0) }), declared > limit {
-            throw AppError(.contentTooLarge, message: "The request body is larger than \(Self.describe(bytes: limit)), this route's limit.")
+            throw AppError(.contentTooLarge, message: Phrase("errors.body_too_large", ["size": Self.describe(bytes: limit)]))
         }
         return try await collectBody(upTo: limit)
     }

@@ -82,7 +82,9 @@ public struct Views: Sendable {
 
     /// The language a page for this request is written in: the account's, else the browser's.
     func language(for request: Request, context: some CallerContext) -> Language {
-        languages.choose(for: request, user: context.caller?.user)
+        context.reader.language { accountLocale in
+            languages.choose(for: request, locale: context.caller?.user.locale ?? accountLocale)
+        }
     }
 
     /// The reader's clock and words for times, for a request.

@@ -11,7 +11,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         if let (token, credential) = Self.presentedToken(request) {
-            context.identity = try await authenticator.identity(token: token, credential: credential, request: request)
+            let identity = try await authenticator.identity(token: token, credential: credential, request: request)
+            context.identity = identity
+            if let locale = identity?.user.locale { context.reader.signedIn(locale: locale) }
         }
         return try await next(request, context)
     }

@@ -155,7 +155,7 @@ struct SessionsAPIController {
             throw Self.noFoyerSession(try await signIn.providers.provider(of: identity)?.settings.displayName ?? "your provider")
         }
         guard try await signIn.revoke(session: id, userId: identity.userId) else {
-            throw AppError(.notFound, message: "You have no active session with id \(requested)")
+            throw AppError(.notFound, message: Phrase("sessions.errors.no_session"))
         }
         let response = Response(status: .noContent)
         return id == identity.session?.id ? signIn.signingOut(response, request: request) : response
@@ -297,12 +297,12 @@ struct Credentials {
         provider = provider.flatMap { $0.isEmpty ? nil : $0 }
         if let passkey { return Credentials(provider: nil, proof: .passkey(passkey)) }
         if let idToken {
-            guard !idToken.isEmpty else { throw AppError(.unprocessableContent, message: "The id_token is empty") }
+            guard !idToken.isEmpty else { throw AppError(.unprocessableContent, message: Phrase("sessions.errors.empty_id_token")) }
             return Credentials(provider: provider, proof: .idToken(idToken, nonce: nonce.flatMap { $0.isEmpty ? nil : $0 }))
         }
         let missing = [("email", email), ("password", password)].filter { $0.1?.isEmpty ?? true }.map(\.0)
         guard missing.isEmpty, let email, let password else {
-            throw AppError(.unprocessableContent, message: "Missing \(missing.joined(separator: " and ")): send email and password (or a provider's id_token)")
+            throw AppError(.unprocessableContent, message: Phrase("sessions.errors.missing", ["fields": missing.joined(separator: ", ")]))
         }
         return Credentials(provider: provider, proof: .password(login: email, password: password))
     }

@@ -193,5 +193,5 @@ extension HTTPField.Name {
 
 /// A moderator suspended the account: it may not sign in until they lift it.
 struct AccountSuspended: Error {
-    static let message = "This account is suspended for breaking the terms of use. To appeal, write to the address on /contact."
+    static let message = Phrase("sessions.errors.suspended")
 }

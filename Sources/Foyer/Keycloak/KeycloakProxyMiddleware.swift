@@ -59,7 +59,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
             body = try await answer.body.collect(upTo: Self.maximumResponseBody)
         } catch {
             context.logger.warning("Keycloak proxy failed", metadata: ["error": .string("\(error)")])
-            throw AppError(.badGateway, title: "Keycloak cannot be reached", message: "Keycloak did not answer. Try again in a moment.")
+            throw AppError(.badGateway, title: Phrase("errors.keycloak.title"), message: Phrase("errors.keycloak"))
         }
         let keycloakRealms = keycloakOrigin + keycloakPath + "/realms/"
         let publicRealms = publicOrigin + prefix + "/realms/"

@@ -156,8 +156,8 @@ final class Languages: Sendable {
     }
 
     /// A request's language: the signed-in account's setting, else the first of `Accept-Language` we speak.
-    func choose(for request: Request, user: User?) -> Language {
-        if let tag = user?.locale, let language = language(tag: tag) { return language }
+    func choose(for request: Request, locale: String?) -> Language {
+        if let locale, let language = language(tag: locale) { return language }
         return choose(acceptLanguage: request.headers[.acceptLanguage])
     }
 

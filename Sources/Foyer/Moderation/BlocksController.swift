@@ -49,12 +49,12 @@ struct BlocksController {
     /// The block, written once (and logged for the moderators); true when it is new.
     private func block(_ id: Int64?, by blocker: User) async throws -> (User, Bool) {
         guard let id, let blockerID = blocker.id, id != blockerID, let blocked = try await users.storage.find(id: id) else {
-            throw ValidationFailed(errors: ["user_id": [Phrase(verbatim: "names nobody you can block")]])
+            throw ValidationFailed(errors: ["user_id": [Phrase("blocks.errors.nobody")]])
         }
         guard try await blocks.block(id, by: blockerID) else { return (blocked, false) }
         try await moderation.log(ModerationLogEntry(
-            id: 0, moderatorId: blockerID, moderatorName: blocker.name, action: .blocked, reportId: nil, postId: nil, userId: id,
-            target: "the account of \(blocked.name)", note: "", createdAt: Date()
+            moderatorId: blockerID, moderatorName: blocker.name, action: .blocked, reportId: nil, postId: nil, userId: id,
+            about: .account(of: blocked.name), in: views.languages.fallback, note: "", createdAt: Date()
         ))
         return (blocked, true)
     }
@@ -71,7 +71,7 @@ struct BlocksController {
 
     private func unblock(_ context: SignedInContext) async throws {
         guard let id = Int64(try context.parameters.require("user_id")) else {
-            throw AppError(.notFound, message: "There is no such person.")
+            throw AppError(.notFound, title: Phrase("blocks.errors.no_person.title"), message: Phrase("blocks.errors.no_person"))
         }
         try await blocks.unblock(id, by: context.identity.userId)
     }

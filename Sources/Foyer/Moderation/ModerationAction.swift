@@ -26,17 +26,17 @@ enum ModerationAction: String, CaseIterable, Sendable, Codable {
     var coversThePerson: Bool { [.suspendUser, .unsuspend].contains(self) }
 
     /// How the queue's buttons and the audit log say it.
-    var label: String {
+    func label(in language: Language) -> String {
         switch self {
-        case .dismiss: "Dismiss"
-        case .removePost: "Remove post"
-        case .restore: "Restore post"
-        case .suspendUser: "Suspend account"
-        case .unsuspend: "Lift suspension"
-        case .warn: "Warn"
-        case .approve: "Approve post"
-        case .role: "Change role"
-        case .blocked: "Blocked"
+        case .dismiss: language.text("moderation.action.dismiss")
+        case .removePost: language.text("moderation.action.remove_post")
+        case .restore: language.text("moderation.action.restore")
+        case .suspendUser: language.text("moderation.action.suspend_user")
+        case .unsuspend: language.text("moderation.action.unsuspend")
+        case .warn: language.text("moderation.action.warn")
+        case .approve: language.text("moderation.action.approve")
+        case .role: language.text("moderation.action.role")
+        case .blocked: language.text("moderation.action.blocked")
         }
     }
 
@@ -59,6 +59,28 @@ struct ReportRecord: Sendable {
     }
 }
 
+/// What a report or an action is about, kept as names rather than words, so that each reader is told it in their
+/// own language: "the post “Buy now” by Ada", "a publicação “Buy now” de Ada", "Ada 的帖子“Buy now”".
+struct ModerationTarget: Sendable, Equatable {
+    enum Kind: String, Sendable { case post, account }
+    let kind: Kind
+    /// The post's title as it was; nil for an account.
+    let postTitle: String?
+    /// Whose post or account it is; nil once their account is deleted.
+    let name: String?
+
+    static func post(title: String, by name: String?) -> ModerationTarget { ModerationTarget(kind: .post, postTitle: title, name: name) }
+    static func account(of name: String?) -> ModerationTarget { ModerationTarget(kind: .account, postTitle: nil, name: name) }
+
+    func said(in language: Language) -> String {
+        let name = name ?? language.text("moderation.target.deleted_account")
+        return switch kind {
+        case .post: language.text("moderation.target.post", ["title": postTitle ?? "", "name": name])
+        case .account: language.text("moderation.target.account", ["name": name])
+        }
+    }
+}
+
 /// One line of the audit log.
 struct ModerationLogEntry: Sendable {
     let id: Int64
@@ -68,10 +90,36 @@ struct ModerationLogEntry: Sendable {
     let reportId: Int64?
     let postId: Int64?
     let userId: Int64?
-    /// What the action was on, in words ("the post “Buy now” by Ada").
+    /// What the action was on, in the words of the server's default language when it was taken ("the post “Buy
+    /// now” by Ada"): what a line written before languages has, and what someone reading the table sees.
     let target: String
+    /// The same, as names, said in each reader's language; nil on lines written before languages.
+    let about: ModerationTarget?
     let note: String
     let createdAt: Date
+
+    init(
+        id: Int64 = 0, moderatorId: Int64?, moderatorName: String, action: ModerationAction, reportId: Int64?, postId: Int64?, userId: Int64?,
+        about: ModerationTarget, in language: Language, note: String, createdAt: Date
+    ) {
+        self.init(
+            id: id, moderatorId: moderatorId, moderatorName: moderatorName, action: action, reportId: reportId, postId: postId, userId: userId,
+            target: about.said(in: language), about: about, note: note, createdAt: createdAt
+        )
+    }
+
+    init(
+        id: Int64, moderatorId: Int64?, moderatorName: String, action: ModerationAction, reportId: Int64?, postId: Int64?, userId: Int64?,
+        target: String, about: ModerationTarget?, note: String, createdAt: Date
+    ) {
+        (self.id, self.moderatorId, self.moderatorName, self.action, self.reportId, self.postId, self.userId) = (
+            id, moderatorId, moderatorName, action, reportId, postId, userId
+        )
+        (self.target, self.about, self.note, self.createdAt) = (target, about, note, createdAt)
+    }
+
+    /// What the line is about, in `language`.
+    func target(in language: Language) -> String { about?.said(in: language) ?? target }
 }
 
 /// An action asked for, on the target of `report`.
@@ -80,6 +128,8 @@ struct ModerationRequest: Sendable {
     let report: Report
     let moderator: User
     let note: String
+    /// The server's default language: the log keeps the target's words in it too.
+    let language: Language
 }
 
 /// What an action did, for the work that follows it outside the store (live pages, sessions, metrics).
@@ -93,4 +143,4 @@ struct ModerationOutcome: Sendable {
 
 /// The mail an action sends, made in its transaction: to the person it affects (nil when it affects nobody) and to
 /// each person whose report it closed.
-typealias ModerationMails = @Sendable (_ affected: User?, _ reporters: [User], _ target: String) -> [OutgoingMail]
+typealias ModerationMails = @Sendable (_ affected: User?, _ reporters: [User], _ target: ModerationTarget) -> [OutgoingMail]

@@ -71,30 +71,35 @@ struct ModerationController {
         let moderator = try Self.requireModerator(context)
         let resolved = request.uri.queryParameters["status"] == "resolved"
         let records = try await storage.reports(status: resolved ? .resolved : .open, limit: Self.queueLimit)
-        let time = views.readerTime(request, context: context)
+        let language = views.language(for: request, context: context)
+        let time = ReaderTime(request, language: language)
         let entries = Self.grouped(records).map { group in
             let first = group[0]
             let report = first.report
             let reasons = Dictionary(grouping: group, by: { $0.report.reason }).sorted { ($0.value.count, $1.key.rawValue) > ($1.value.count, $0.key.rawValue) }
             let reporters = Set(group.compactMap(\.report.reporterId)).count
             return QueueView.Entry(
-                reportId: report.id, subject: Self.subject(first), postPath: report.postId.map { "/posts/\($0)" },
+                reportId: report.id, subject: Self.subject(first, in: language), postPath: report.postId.map { "/posts/\($0)" },
                 keptTitle: report.keptTitle, keptContent: report.keptContent.map { String($0.prefix(600)) }, keptPictureAlt: report.keptPictureAlt,
-                keptPicturePath: report.keptPictureAlt.map { _ in Self.keptPicturePath(report.id) }, state: Self.state(first), waiting: time.view(of: report.createdAt),
-                reporterCount: reporters,
-                reportedBy: reporters == 0 ? "the watched words" : "\(reporters) \(reporters == 1 ? "person" : "people")",
-                reasons: reasons.map { "\($0.key.label) (\($0.value.count))" }.joined(separator: ", "),
+                keptPicturePath: report.keptPictureAlt.map { _ in Self.keptPicturePath(report.id) }, state: Self.state(first, in: language),
+                waiting: time.view(of: report.createdAt), reporterCount: reporters,
+                reportedBy: reporters == 0 ? language.text("moderation.queue.watched_words") : language.plural("moderation.queue.people", count: reporters),
+                reasons: reasons.map { "\($0.key.label(in: language)) (\($0.value.count))" }.joined(separator: language.text("list.separator")),
                 comments: group.compactMap { $0.report.comment.isEmpty ? nil : $0.report.comment },
                 actions: Self.actions(for: first).map {
-                    QueueView.Choice(value: $0.rawValue, label: $0.label, style: [.removePost, .suspendUser].contains($0) ? "destructive" : "secondary")
+                    QueueView.Choice(value: $0.rawValue, label: $0.label(in: language), style: [.removePost, .suspendUser].contains($0) ? "destructive" : "secondary")
                 }
             )
         }
         let view = QueueView(
             resolved: resolved, entries: entries, isEmpty: entries.isEmpty, admin: moderator.role == .admin,
-            roles: ["none", User.Role.moderator.rawValue, User.Role.admin.rawValue].map { QueueView.Choice(value: $0, label: $0) }
+            roles: [
+                QueueView.Choice(value: "none", label: language.text("moderation.roles.none")),
+                QueueView.Choice(value: User.Role.moderator.rawValue, label: language.text("moderation.roles.moderator")),
+                QueueView.Choice(value: User.Role.admin.rawValue, label: language.text("moderation.roles.admin")),
+            ]
         )
-        return views.page("moderation/queue", ["title": "Moderation", "queue": view], request: request, context: context)
+        return views.page("moderation/queue", ["title": Phrase("moderation.queue.title"), "queue": view], request: request, context: context)
     }
 
     static func keptPicturePath(_ reportId: Int64) -> String { "/moderation/reports/\(reportId)/picture" }
@@ -104,7 +109,7 @@ struct ModerationController {
     @Sendable func keptPicture(request: Request, context: SignedInContext) async throws -> Response {
         _ = try Self.requireModerator(context)
         guard let id = Int64(try context.parameters.require("id")), let kept = try await storage.keptPicture(of: id) else {
-            throw AppError(.notFound, message: "This report kept no picture.")
+            throw AppError(.notFound, title: Phrase("moderation.errors.no_picture.title"), message: Phrase("moderation.errors.no_picture"))
         }
         return Response(
             status: .ok, headers: [.contentType: kept.contentType, .cacheControl: "private, no-store"], body: .init(byteBuffer: kept.bytes)
@@ -123,24 +128,24 @@ struct ModerationController {
         return order.map { groups[$0]! }
     }
 
-    static func subject(_ record: ReportRecord) -> String {
-        let name = record.reportedName ?? "a deleted account"
-        if record.report.postId != nil { return "A post by \(name)" }
-        return "The account of \(name)"
+    static func subject(_ record: ReportRecord, in language: Language) -> String {
+        let name = record.reportedName ?? language.text("moderation.target.deleted_account")
+        if record.report.postId != nil { return language.text("moderation.subject.post", ["name": name]) }
+        return language.text("moderation.subject.account", ["name": name])
     }
 
-    static func state(_ record: ReportRecord) -> String? {
+    static func state(_ record: ReportRecord, in language: Language) -> String? {
         var states: [String] = []
         if record.report.postId != nil {
             switch record.postState {
-            case nil: states.append("deleted since")
-            case .hidden(.removed)?: states.append("removed")
-            case .hidden(.held)?: states.append("held for review")
+            case nil: states.append(language.text("moderation.state.deleted"))
+            case .hidden(.removed)?: states.append(language.text("moderation.state.removed"))
+            case .hidden(.held)?: states.append(language.text("moderation.state.held"))
             case .shown?: break
             }
         }
-        if record.reportedSuspended { states.append("account suspended") }
-        return states.isEmpty ? nil : states.joined(separator: "; ")
+        if record.reportedSuspended { states.append(language.text("moderation.state.suspended")) }
+        return states.isEmpty ? nil : states.joined(separator: language.text("list.separator"))
     }
 
     /// The actions that make sense for the report's target as it is now.
@@ -176,8 +181,9 @@ struct ModerationController {
         let moderator = try Self.requireModerator(context)
         var request = request
         let body = try await request.decodeBody(as: ActionBody.self)
+        let language = views.language(for: request, context: context)
         let outcome = try await act(body, reportID: context.parameters.require("id"), moderator: moderator)
-        return .json(ActionJSON(outcome))
+        return .json(ActionJSON(outcome, in: language))
     }
 
     @Sendable func actFromForm(request: Request, context: SignedInContext) async throws -> Response {
@@ -190,23 +196,23 @@ struct ModerationController {
 
     private func act(_ body: ActionBody, reportID: String, moderator: User) async throws -> ModerationOutcome {
         guard let id = Int64(reportID), let report = try await storage.report(id: id) else {
-            throw AppError(.notFound, title: "Report not found", message: "There is no report \(reportID).")
+            throw AppError(.notFound, title: Phrase("moderation.errors.no_report.title"), message: Phrase("moderation.errors.no_report", ["id": reportID]))
         }
         let note = (body.note ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         var errors: [String: [Phrase]] = [:]
         let action = body.action.flatMap(ModerationAction.init(rawValue:)).flatMap { ModerationAction.onReports.contains($0) ? $0 : nil }
         if action == nil {
-            errors["action"] = [Phrase(verbatim: "must be one of \(ModerationAction.onReports.map(\.rawValue).joined(separator: ", "))")]
+            errors["action"] = [Phrase("errors.one_of", ["choices": ModerationAction.onReports.map(\.rawValue).joined(separator: ", ")])]
         } else if action?.needsPost == true, report.postId == nil {
-            errors["action"] = [Phrase(verbatim: "acts on a post, and this report is about a person")]
+            errors["action"] = [Phrase("moderation.errors.acts_on_a_post")]
         }
         if note.unicodeScalars.count > Self.maximumNoteLength {
             errors["note"] = [Phrase("errors.too_long", count: Self.maximumNoteLength)]
         }
         guard errors.isEmpty, let action else { throw ValidationFailed(errors: errors) }
-        let request = ModerationRequest(action: action, report: report, moderator: moderator, note: note)
+        let request = ModerationRequest(action: action, report: report, moderator: moderator, note: note, language: views.languages.fallback)
         guard let outcome = try await storage.act(request, now: Date(), mails: mail.mails(for: action, note: note)) else {
-            throw AppError(.gone, title: "It is gone", message: "What this report is about no longer exists: dismiss it instead.")
+            throw AppError(.gone, title: Phrase("moderation.errors.gone.title"), message: Phrase("moderation.errors.gone"))
         }
         // What others see changes on every instance: open pages, cached lists and posts, sessions.
         switch action {
@@ -228,8 +234,8 @@ struct ModerationController {
         let resolvedReports: Int
         let logEntry: LogEntryJSON
 
-        init(_ outcome: ModerationOutcome) {
-            (action, resolvedReports, logEntry) = (outcome.entry.action.rawValue, outcome.resolved, LogEntryJSON(outcome.entry))
+        init(_ outcome: ModerationOutcome, in language: Language) {
+            (action, resolvedReports, logEntry) = (outcome.entry.action.rawValue, outcome.resolved, LogEntryJSON(outcome.entry, in: language))
         }
     }
 
@@ -323,7 +329,7 @@ struct ModerationController {
         switch request.uri.queryParameters["status"].map(String.init) {
         case nil, "open": status = .open
         case "resolved": status = .resolved
-        case let other?: throw ValidationFailed(errors: ["status": [Phrase(verbatim: "must be open or resolved, not \(other)")]])
+        case _?: throw ValidationFailed(errors: ["status": [Phrase("errors.one_of", ["choices": "open, resolved"])]])
         }
         return .json(try await storage.reports(status: status, limit: Self.queueLimit).map(ReportRecordJSON.init))
     }
@@ -338,16 +344,17 @@ struct ModerationController {
         let reportId: Int64?
         let postId: Int64?
         let userId: Int64?
+        /// What the action was on, in the reader's language.
         let target: String
         let note: String
         let createdAt: Date
 
-        init(_ entry: ModerationLogEntry) {
+        init(_ entry: ModerationLogEntry, in language: Language) {
             (id, action, moderatorName, reportId, postId, userId) = (
                 entry.id, entry.action.rawValue, entry.moderatorName, entry.reportId, entry.postId, entry.userId
             )
             moderator = entry.moderatorId.map { ReportRecordJSON.Person(id: $0, name: entry.moderatorName) }
-            (target, note, createdAt) = (entry.target, entry.note, entry.createdAt)
+            (target, note, createdAt) = (entry.target(in: language), entry.note, entry.createdAt)
         }
     }
 
@@ -366,18 +373,24 @@ struct ModerationController {
 
     @Sendable func auditPage(request: Request, context: SignedInContext) async throws -> Response {
         _ = try Self.requireModerator(context)
-        let time = views.readerTime(request, context: context)
+        let language = views.language(for: request, context: context)
+        let time = ReaderTime(request, language: language)
         let lines = try await storage.auditLog(limit: Self.queueLimit).map {
-            AuditView.Line(when: time.view(of: $0.createdAt), moderator: $0.moderatorName, action: $0.action.label, target: $0.target, note: $0.note)
+            AuditView.Line(
+                when: time.view(of: $0.createdAt), moderator: $0.moderatorName, action: $0.action.label(in: language), target: $0.target(in: language),
+                note: $0.note
+            )
         }
         return views.page(
-            "moderation/audit", ["title": "Moderation log", "audit": AuditView(lines: lines, isEmpty: lines.isEmpty)], request: request, context: context
+            "moderation/audit", ["title": Phrase("moderation.audit.title"), "audit": AuditView(lines: lines, isEmpty: lines.isEmpty)], request: request,
+            context: context
         )
     }
 
     @Sendable func auditJSON(request: Request, context: SignedInContext) async throws -> Response {
         _ = try Self.requireModerator(context)
-        return .json(try await storage.auditLog(limit: Self.queueLimit).map(LogEntryJSON.init))
+        let language = views.language(for: request, context: context)
+        return .json(try await storage.auditLog(limit: Self.queueLimit).map { LogEntryJSON($0, in: language) })
     }
 
     // MARK: Roles
@@ -414,32 +427,34 @@ struct ModerationController {
     private func setRole(_ body: RoleBody, admin context: SignedInContext) async throws -> User {
         let admin = try Self.requireModerator(context)
         guard admin.role == .admin else {
-            throw AppError(.forbidden, title: "Admins only", message: "Only an admin gives or takes roles.")
+            throw AppError(.forbidden, title: Phrase("moderation.errors.admins_only.title"), message: Phrase("moderation.errors.admins_only"))
         }
         var role: User.Role?
         switch body.role?.lowercased() {
         case "none": role = nil
         case let name?: 
-            guard let known = User.Role(rawValue: name) else { throw ValidationFailed(errors: ["role": [Phrase(verbatim: "must be moderator, admin or none")]]) }
+            guard let known = User.Role(rawValue: name) else { throw ValidationFailed(errors: ["role": [Self.roleChoices]]) }
             role = known
-        case nil: throw ValidationFailed(errors: ["role": [Phrase(verbatim: "must be moderator, admin or none")]])
+        case nil: throw ValidationFailed(errors: ["role": [Self.roleChoices]])
         }
         guard let email = body.email, !email.isBlank, let user = try await users.setRole(role, email: email), let id = user.id else {
-            throw ValidationFailed(errors: ["email": [Phrase(verbatim: "names no account")]])
+            throw ValidationFailed(errors: ["email": [Phrase("moderation.errors.no_account")]])
         }
         signIn.sessions.forgetCachedSignIns(of: id)
         try await storage.log(ModerationLogEntry(
-            id: 0, moderatorId: admin.id, moderatorName: admin.name, action: .role, reportId: nil, postId: nil, userId: id,
-            target: "the account of \(user.name)", note: "role: \(role?.rawValue ?? "none")", createdAt: Date()
+            moderatorId: admin.id, moderatorName: admin.name, action: .role, reportId: nil, postId: nil, userId: id,
+            about: .account(of: user.name), in: views.languages.fallback, note: "role: \(role?.rawValue ?? "none")", createdAt: Date()
         ))
         metrics.moderation(.role)
         return user
     }
 
+    private static let roleChoices = Phrase("errors.one_of", ["choices": "moderator, admin, none"])
+
     static func requireModerator(_ context: SignedInContext) throws -> User {
         let user = context.identity.user
         guard user.moderates else {
-            throw AppError(.forbidden, title: "Moderators only", message: "Only moderators may see the moderation queue.")
+            throw AppError(.forbidden, title: Phrase("moderation.errors.moderators_only.title"), message: Phrase("moderation.errors.moderators_only"))
         }
         return user
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What moderation tells people by mail: the person an action affects (why, and how to appeal), and each person
-/// whose report it closed (that it was handled, never by whom or what they were told).
+/// whose report it closed (that it was handled, never by whom or what they were told). Each in their own language.
 struct ModerationMail: Sendable {
     let mail: AccountMail
     let contactEmail: String
@@ -9,50 +9,56 @@ struct ModerationMail: Sendable {
     func mails(for action: ModerationAction, note: String) -> ModerationMails {
         { affected, reporters, target in
             var mails: [OutgoingMail] = []
-            if let affected, let notice = notice(action, note: note, target: target) {
-                mails.append(mail.compose(
-                    to: affected.email, name: affected.name, in: mail.languages.fallback, subject: notice.subject, paragraphs: notice.paragraphs, button: nil,
-                    closing: notice.appeal ? "To appeal, reply by writing to \(contactEmail)." : "Thank you for keeping to the terms."
-                ))
+            if let affected {
+                let language = mail.language(of: affected)
+                if let notice = notice(action, note: note, target: target.said(in: language), in: language) {
+                    mails.append(mail.compose(
+                        to: affected.email, name: affected.name, in: language, subject: notice.subject, paragraphs: notice.paragraphs, button: nil,
+                        closing: notice.appeal
+                            ? language.text("moderation.mail.closing_appeal", ["contact": contactEmail]) : language.text("moderation.mail.closing_thanks")
+                    ))
+                }
             }
             mails += reporters.map { reporter in
-                mail.compose(
-                    to: reporter.email, name: reporter.name, in: mail.languages.fallback, subject: "Your report was handled",
-                    paragraphs: ["A moderator reviewed your report about \(target). \(Self.outcome(action))", "Thank you for telling us."],
-                    button: nil, closing: "Questions? Write to \(contactEmail)."
+                let language = mail.language(of: reporter)
+                return mail.compose(
+                    to: reporter.email, name: reporter.name, in: language, subject: language.text("moderation.mail.handled.subject"),
+                    paragraphs: [
+                        language.text("moderation.mail.handled.body", ["target": target.said(in: language), "outcome": Self.outcome(action, in: language)]),
+                        language.text("moderation.mail.handled.thanks"),
+                    ],
+                    button: nil, closing: language.text("moderation.mail.questions", ["contact": contactEmail])
                 )
             }
             return mails
         }
     }
 
-    private func notice(_ action: ModerationAction, note: String, target: String) -> (subject: String, paragraphs: [String], appeal: Bool)? {
-        let why = note.isBlank ? [] : ["The moderator's words: “\(note)”"]
+    private func notice(_ action: ModerationAction, note: String, target: String, in language: Language) -> (subject: String, paragraphs: [String], appeal: Bool)? {
+        let why = note.isBlank ? [] : [language.text("moderation.mail.moderator_words", ["note": note])]
+        let values = ["target": target]
         switch action {
         case .removePost:
-            return ("Your post was removed", ["A moderator removed \(target): it breaks the terms of use."] + why, true)
+            return (language.text("moderation.mail.removed.subject"), [language.text("moderation.mail.removed.body", values)] + why, true)
         case .suspendUser:
-            return (
-                "Your account is suspended",
-                ["A moderator suspended your account for breaking the terms of use: you cannot sign in, and nobody else sees your posts."] + why, true
-            )
+            return (language.text("moderation.mail.suspended.subject"), [language.text("moderation.mail.suspended.body")] + why, true)
         case .warn:
-            return ("A warning from the moderators", ["A moderator looked at \(target) and warns you to keep to the terms of use."] + why, true)
+            return (language.text("moderation.mail.warned.subject"), [language.text("moderation.mail.warned.body", values)] + why, true)
         case .unsuspend:
-            return ("Your account is open again", ["A moderator lifted the suspension of your account: you can sign in again."] + why, false)
+            return (language.text("moderation.mail.unsuspended.subject"), [language.text("moderation.mail.unsuspended.body")] + why, false)
         case .restore, .approve:
-            return ("Your post is shown again", ["A moderator made \(target) visible to everyone again."] + why, false)
+            return (language.text("moderation.mail.restored.subject"), [language.text("moderation.mail.restored.body", values)] + why, false)
         case .dismiss, .role, .blocked:
             return nil
         }
     }
 
-    private static func outcome(_ action: ModerationAction) -> String {
+    private static func outcome(_ action: ModerationAction, in language: Language) -> String {
         switch action {
-        case .dismiss, .restore, .approve, .unsuspend, .role, .blocked: "They found that it does not break the terms, so it stays."
-        case .removePost: "It broke the terms and has been removed."
-        case .suspendUser: "It broke the terms, and the account has been suspended."
-        case .warn: "The person has been warned."
+        case .dismiss, .restore, .approve, .unsuspend, .role, .blocked: language.text("moderation.outcome.stays")
+        case .removePost: language.text("moderation.outcome.removed")
+        case .suspendUser: language.text("moderation.outcome.suspended")
+        case .warn: language.text("moderation.outcome.warned")
         }
     }
 }

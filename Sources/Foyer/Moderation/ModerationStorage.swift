@@ -55,9 +55,14 @@ enum ModerationRows {
         }
     }
 
-    static func describe(_ report: Report, postTitle: String?, userName: String?) -> String {
-        if report.postId != nil { return "the post “\(postTitle ?? report.keptTitle ?? "")” by \(userName ?? "a deleted account")" }
-        return "the account of \(userName ?? "a deleted account")"
+    static func target(of report: Report, postTitle: String?, userName: String?) -> ModerationTarget {
+        if report.postId != nil { return .post(title: postTitle ?? report.keptTitle ?? "", by: userName) }
+        return .account(of: userName)
+    }
+
+    /// What a line of the log is about, from its columns; nil on lines written before they were kept.
+    static func about(kind: String?, title: String?, name: String?) -> ModerationTarget? {
+        kind.flatMap(ModerationTarget.Kind.init(rawValue:)).map { ModerationTarget(kind: $0, postTitle: title, name: name) }
     }
 
     static func postState(id: Int64?, hidden: String?) -> ReportRecord.PostState? {
@@ -135,11 +140,11 @@ struct SQLiteModerationStorage: ModerationStorage {
                 )
                 resolved = db.changesCount
             }
-            let target = ModerationRows.describe(report, postTitle: postTitle, userName: affected?.name)
+            let target = ModerationRows.target(of: report, postTitle: postTitle, userName: affected?.name)
             let entry = try Self.insert(
                 ModerationLogEntry(
-                    id: 0, moderatorId: request.moderator.id, moderatorName: request.moderator.name, action: request.action, reportId: report.id,
-                    postId: report.postId, userId: report.userId, target: target, note: request.note, createdAt: now
+                    moderatorId: request.moderator.id, moderatorName: request.moderator.name, action: request.action, reportId: report.id,
+                    postId: report.postId, userId: report.userId, about: target, in: request.language, note: request.note, createdAt: now
                 ), into: db
             )
             for mail in mails(affected, reporters, target) { try MailOutboxRows.insert(mail, into: db, now: now) }
@@ -153,11 +158,13 @@ struct SQLiteModerationStorage: ModerationStorage {
 
     private static func insert(_ entry: ModerationLogEntry, into db: Database) throws -> ModerationLogEntry {
         try db.execute(sql: """
-            INSERT INTO moderation_actions (moderator_id, moderator_name, action, report_id, post_id, user_id, target, note, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO moderation_actions (
+                moderator_id, moderator_name, action, report_id, post_id, user_id, target, target_kind, target_title, target_name, note, created_at
+            )
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
-                entry.moderatorId, entry.moderatorName, entry.action.rawValue, entry.reportId, entry.postId, entry.userId, entry.target, entry.note,
-                entry.createdAt,
+                entry.moderatorId, entry.moderatorName, entry.action.rawValue, entry.reportId, entry.postId, entry.userId, entry.target,
+                entry.about?.kind.rawValue, entry.about?.postTitle, entry.about?.name, entry.note, entry.createdAt,
             ])
         return entry.with(id: db.lastInsertedRowID)
     }
@@ -168,7 +175,9 @@ struct SQLiteModerationStorage: ModerationStorage {
                 ModerationLogEntry(
                     id: row["id"], moderatorId: row["moderator_id"], moderatorName: row["moderator_name"],
                     action: ModerationAction(rawValue: row["action"]) ?? .dismiss, reportId: row["report_id"], postId: row["post_id"],
-                    userId: row["user_id"], target: row["target"], note: row["note"], createdAt: row["created_at"]
+                    userId: row["user_id"], target: row["target"],
+                    about: ModerationRows.about(kind: row["target_kind"], title: row["target_title"], name: row["target_name"]), note: row["note"],
+                    createdAt: row["created_at"]
                 )
             }
         }
@@ -271,11 +280,11 @@ struct PostgresModerationStorage: ModerationStorage {
                     binds: resolving
                 ), logger: logger).count
             }
-            let target = ModerationRows.describe(report, postTitle: postTitle, userName: affected?.name)
+            let target = ModerationRows.target(of: report, postTitle: postTitle, userName: affected?.name)
             let entry = try await Self.insert(
                 ModerationLogEntry(
-                    id: 0, moderatorId: request.moderator.id, moderatorName: request.moderator.name, action: request.action, reportId: report.id,
-                    postId: report.postId, userId: report.userId, target: target, note: request.note, createdAt: now
+                    moderatorId: request.moderator.id, moderatorName: request.moderator.name, action: request.action, reportId: report.id,
+                    postId: report.postId, userId: report.userId, about: target, in: request.language, note: request.note, createdAt: now
                 ), on: connection, logger: logger
             )
             for mail in mails(affected, reporters, target) { try await MailOutboxRows.insert(mail, into: connection, logger: logger, now: now) }
@@ -290,9 +299,11 @@ struct PostgresModerationStorage: ModerationStorage {
 
     private static func insert(_ entry: ModerationLogEntry, on connection: PostgresConnection, logger: Logger) async throws -> ModerationLogEntry {
         let id = try await connection.run("""
-            INSERT INTO moderation_actions (moderator_id, moderator_name, action, report_id, post_id, user_id, target, note, created_at)
+            INSERT INTO moderation_actions (
+                moderator_id, moderator_name, action, report_id, post_id, user_id, target, target_kind, target_title, target_name, note, created_at
+            )
             VALUES (\(entry.moderatorId), \(entry.moderatorName), \(entry.action.rawValue), \(entry.reportId), \(entry.postId), \(entry.userId),
-            \(entry.target), \(entry.note), \(entry.createdAt)) RETURNING id
+            \(entry.target), \(entry.about?.kind.rawValue), \(entry.about?.postTitle), \(entry.about?.name), \(entry.note), \(entry.createdAt)) RETURNING id
             """, logger: logger)[0].decode(Int64.self)
         return entry.with(id: id)
     }
@@ -305,6 +316,10 @@ struct PostgresModerationStorage: ModerationStorage {
                 moderatorName: try row["moderator_name"].decode(String.self),
                 action: ModerationAction(rawValue: try row["action"].decode(String.self)) ?? .dismiss, reportId: try row["report_id"].decode(Int64?.self),
                 postId: try row["post_id"].decode(Int64?.self), userId: try row["user_id"].decode(Int64?.self), target: try row["target"].decode(String.self),
+                about: ModerationRows.about(
+                    kind: try row["target_kind"].decode(String?.self), title: try row["target_title"].decode(String?.self),
+                    name: try row["target_name"].decode(String?.self)
+                ),
                 note: try row["note"].decode(String.self), createdAt: try row["created_at"].decode(Date.self)
             )
         }
@@ -325,7 +340,7 @@ extension ModerationLogEntry {
     func with(id: Int64) -> ModerationLogEntry {
         ModerationLogEntry(
             id: id, moderatorId: moderatorId, moderatorName: moderatorName, action: action, reportId: reportId, postId: postId, userId: userId,
-            target: target, note: note, createdAt: createdAt
+            target: target, about: about, note: note, createdAt: createdAt
         )
     }
 }

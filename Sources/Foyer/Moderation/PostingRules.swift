@@ -8,7 +8,7 @@ struct PostingRules: Sendable {
     let watched: WatchedWords
     let storage: any PostStorage
     let reports: any ReportStorage
-    let holdMails: @Sendable (Report, String, [User]) -> [OutgoingMail]
+    let holdMails: ReportMails
 
     /// An account younger than this writes at most `newAccountPosts` posts an hour, unless an operator vouched for it.
     static let newAccountAge: TimeInterval = 24 * 3600
@@ -35,7 +35,7 @@ struct PostingRules: Sendable {
         for (field, text) in [("title", changes.title), ("content", changes.content), ("alt", changes.alt)] {
             guard let text, let (kind, word) = watched.match(text) else { continue }
             switch kind {
-            case .block: throw ValidationFailed(errors: [field: [Phrase(verbatim: "contains “\(word)”, which is not allowed here (see the terms)")]])
+            case .block: throw ValidationFailed(errors: [field: [Phrase("posting.errors.blocked_word", ["word": word])]])
             case .review: held = held ?? word
             }
         }
@@ -72,5 +72,5 @@ struct PostingRules: Sendable {
 /// A new account past its posts for the hour: `429` with `Retry-After`.
 struct PostingTooFast: Error {
     let retryAfter: Date
-    static let message = "New accounts may write \(PostingRules.newAccountPosts) posts an hour: please wait a little before the next."
+    static let message = Phrase("posting.too_fast", count: PostingRules.newAccountPosts)
 }

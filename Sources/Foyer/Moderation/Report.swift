@@ -18,19 +18,6 @@ struct Report: Sendable {
             case .other: language.text("reports.reason.other")
             }
         }
-
-        /// How the moderators' mail says it.
-        var label: String {
-            switch self {
-            case .spam: "Spam or a scam"
-            case .harassment: "Harassment or bullying"
-            case .hate: "Hate against a group of people"
-            case .sexual: "Sexual content"
-            case .violence: "Violence, self-harm or terrorism"
-            case .illegal: "Something illegal"
-            case .other: "Something else that breaks the terms"
-            }
-        }
     }
 
     enum Status: String, Sendable {
@@ -85,4 +72,4 @@ enum FiledReport: Sendable {
 
 /// What the moderators are mailed about a new report; built inside the report's own transaction, when the post's
 /// copy and the moderators' addresses are known.
-typealias ReportMails = @Sendable (_ report: Report, _ reported: String, _ moderators: [User]) -> [OutgoingMail]
+typealias ReportMails = @Sendable (_ report: Report, _ reported: ModerationTarget, _ moderators: [User]) -> [OutgoingMail]

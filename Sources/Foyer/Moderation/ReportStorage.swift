@@ -36,11 +36,11 @@ enum ReportRows {
         WHERE pictures.post_id = $2 AND picture_files.variant = 'page' AND picture_files.encoding = 'jpeg'
         """
 
-    /// "the post “Title” by Name" or "the account of Name": how the mail names what was reported.
-    static func describe(_ target: Report.Target, title: String?, name: String) -> String {
+    /// What was reported, as the moderators' mail names it.
+    static func target(_ target: Report.Target, title: String?, name: String) -> ModerationTarget {
         switch target {
-        case .post: "the post “\(title ?? "")” by \(name)"
-        case .user: "the account of \(name)"
+        case .post: .post(title: title ?? "", by: name)
+        case .user: .account(of: name)
         }
     }
 }
@@ -86,19 +86,19 @@ struct SQLiteReportStorage: ReportStorage {
                 comment: draft.comment, keptTitle: kept.title, keptContent: kept.content, keptPictureAlt: kept.alt, status: .open, createdAt: now,
                 resolvedAt: nil
             )
-            return .filed(try Self.insert(report, about: ReportRows.describe(draft.target, title: kept.title, name: name), mails: mails, into: db))
+            return .filed(try Self.insert(report, about: ReportRows.target(draft.target, title: kept.title, name: name), mails: mails, into: db))
         }
     }
 
     func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
         try await database.write { db in
-            let about = ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name)
+            let about = ReportRows.target(.post(post.id), title: post.post.title, name: post.author.name)
             return try Self.insert(Report.held(post, word: word, now: now), about: about, mails: mails, into: db)
         }
     }
 
     /// Stores a new report, numbered by the store, and the moderators' mail about `reported`, in `db`'s transaction.
-    private static func insert(_ report: Report, about reported: String, mails: ReportMails, into db: Database) throws -> Report {
+    private static func insert(_ report: Report, about reported: ModerationTarget, mails: ReportMails, into db: Database) throws -> Report {
         try db.execute(sql: """
             INSERT INTO reports (reporter_id, post_id, user_id, reason, comment, kept_title, kept_content, kept_picture_alt, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -176,7 +176,7 @@ struct PostgresReportStorage: ReportStorage {
                 id: 0, reporterId: draft.reporterId, postId: postId, userId: userId, reason: draft.reason, comment: draft.comment,
                 keptTitle: kept.title, keptContent: kept.content, keptPictureAlt: kept.alt, status: .open, createdAt: now, resolvedAt: nil
             )
-            let about = ReportRows.describe(draft.target, title: kept.title, name: name)
+            let about = ReportRows.target(draft.target, title: kept.title, name: name)
             return .filed(try await Self.insert(report, about: about, mails: mails, into: connection, logger: logger))
         }
     }
@@ -184,14 +184,14 @@ struct PostgresReportStorage: ReportStorage {
     func hold(post: PublishedPost, word: String, now: Date, mails: @escaping ReportMails) async throws -> Report {
         let logger = store.logger
         return try await store.transaction { connection in
-            let about = ReportRows.describe(.post(post.id), title: post.post.title, name: post.author.name)
+            let about = ReportRows.target(.post(post.id), title: post.post.title, name: post.author.name)
             return try await Self.insert(Report.held(post, word: word, now: now), about: about, mails: mails, into: connection, logger: logger)
         }
     }
 
     /// Stores a new report, numbered by the store, and the moderators' mail about `reported`, in the transaction.
     private static func insert(
-        _ report: Report, about reported: String, mails: ReportMails, into connection: PostgresConnection, logger: Logger
+        _ report: Report, about reported: ModerationTarget, mails: ReportMails, into connection: PostgresConnection, logger: Logger
     ) async throws -> Report {
         var stored = report
         stored.id = try await connection.run("""

@@ -64,7 +64,7 @@ struct ReportsController {
         case (nil, nil): nil
         case (_?, _?): nil
         }
-        if target == nil { errors["post_id", default: []].append(Phrase(verbatim: "or user_id: give exactly one of them")) }
+        if target == nil { errors["post_id", default: []].append(Phrase("reports.errors.one_target")) }
         let draft = try validated(target: target, reason: body.reason, comment: body.comment ?? "", reporter: context.identity, errors: &errors)
         switch try await file(draft, reporter: context.identity.user) {
         case .filed(let report):
@@ -73,9 +73,10 @@ struct ReportsController {
             return response
         case .alreadyOpen(let report): return .json(ReportJSON(report))
         case .tooMany(let retryAfter):
-            return Response.json(["error": Self.tooManyMessage], status: .tooManyRequests).retrying(at: retryAfter)
+            let language = views.language(for: request, context: context)
+            return Response.json(["error": language.say(Self.tooManyMessage)], status: .tooManyRequests).retrying(at: retryAfter)
         case .unknownTarget:
-            throw ValidationFailed(errors: [target?.isPost == true ? "post_id" : "user_id": [Phrase(verbatim: "names nothing you can report")]])
+            throw ValidationFailed(errors: [target?.isPost == true ? "post_id" : "user_id": [Phrase("reports.errors.nothing_to_report")]])
         }
     }
 
@@ -143,7 +144,7 @@ struct ReportsController {
                     for: target, reason: fields["reason"], comment: comment, message: Self.tooManyMessage, request: request, context: context,
                     status: .tooManyRequests
                 ).retrying(at: retryAfter)
-            case .unknownTarget: errors["reason"] = [Phrase(verbatim: "cannot be given about yourself")]
+            case .unknownTarget: errors["reason"] = [Phrase("reports.errors.yourself")]
             }
         } catch let invalid as ValidationFailed {
             errors = invalid.errors
@@ -154,7 +155,7 @@ struct ReportsController {
     }
 
     private func page(
-        for target: FormTarget, reason: String?, comment: String, errors: [String: [Phrase]] = [:], message: String? = nil, request: Request,
+        for target: FormTarget, reason: String?, comment: String, errors: [String: [Phrase]] = [:], message: Phrase? = nil, request: Request,
         context: SignedInContext, status: HTTPResponse.Status = .ok
     ) -> Response {
         let language = views.language(for: request, context: context)
@@ -163,7 +164,7 @@ struct ReportsController {
             reasons: Report.Reason.allCases.map { .init(value: $0.rawValue, label: $0.label(in: language), checked: $0.rawValue == reason) },
             comment: FormField("comment", value: comment, errors: errors, in: language),
             reasonError: errors["reason"].map { $0.map { ValidationFailed.fullMessage(field: "reason", language.say($0), in: language) }.joined(separator: ". ") },
-            message: message
+            message: message.map(language.say)
         )
         return views.page("moderation/report", ["title": target.title, "form_page": true, "report": view], request: request, context: context, status: status)
     }
@@ -173,7 +174,7 @@ struct ReportsController {
     ) throws -> ReportDraft {
         let reason = reason.flatMap(Report.Reason.init(rawValue:))
         if reason == nil {
-            errors["reason", default: []].append(Phrase(verbatim: "must be one of \(Report.Reason.allCases.map(\.rawValue).joined(separator: ", "))"))
+            errors["reason", default: []].append(Phrase("errors.one_of", ["choices": Report.Reason.allCases.map(\.rawValue).joined(separator: ", ")]))
         }
         if comment.unicodeScalars.count > Report.maximumCommentLength {
             errors["comment", default: []].append(Phrase("errors.too_long", count: Report.maximumCommentLength))
@@ -192,23 +193,28 @@ struct ReportsController {
     static func moderatorMails(mail: AccountMail, reporterName: String?) -> ReportMails {
         { report, reported, moderators in
             moderators.map { moderator in
+                let language = mail.language(of: moderator)
+                let (target, reason) = (reported.said(in: language), report.reason.label(in: language))
                 var paragraphs = [
-                    reporterName.map { "\($0) reported \(reported): \(report.reason.label.lowercased())." }
-                        ?? "\(reported.prefix(1).uppercased() + reported.dropFirst()) waits for review before anyone else sees it.",
+                    reporterName.map { language.text("moderation.mail.new_report.body", ["reporter": $0, "target": target, "reason": reason]) }
+                        ?? language.text("moderation.mail.held.body", ["target": target]),
                 ]
-                if !report.comment.isEmpty { paragraphs.append(reporterName == nil ? report.comment : "In their words: “\(report.comment)”") }
-                paragraphs.append("Reports are to be answered within 24 hours.")
+                if !report.comment.isEmpty {
+                    paragraphs.append(reporterName == nil ? report.comment : language.text("moderation.mail.in_their_words", ["comment": report.comment]))
+                }
+                paragraphs.append(language.text("moderation.mail.answer_within"))
                 return mail.compose(
-                    to: moderator.email, name: moderator.name, in: mail.languages.fallback,
-                    subject: reporterName == nil ? "A post waits for review" : "New report: \(report.reason.label)", paragraphs: paragraphs,
-                    button: ("Open the moderation queue", "\(mail.origin)/moderation"),
-                    closing: "You get this mail because you are a moderator."
+                    to: moderator.email, name: moderator.name, in: language,
+                    subject: reporterName == nil
+                        ? language.text("moderation.mail.held.subject") : language.text("moderation.mail.new_report.subject", ["reason": reason]),
+                    paragraphs: paragraphs, button: (language.text("moderation.mail.open_queue"), "\(mail.origin)/moderation"),
+                    closing: language.text("moderation.mail.because_moderator")
                 )
             }
         }
     }
 
-    static let tooManyMessage = "You made \(Report.hourlyLimit) reports in the last hour, the most one person may: please try again later."
+    static let tooManyMessage = Phrase("reports.errors.too_many", count: Report.hourlyLimit)
 }
 
 extension Response {

@@ -52,5 +52,5 @@ struct TermsNotAccepted: Error {
     let terms: Terms
     /// Who asked: the error middleware runs outside authentication, and the page it shows needs their form token.
     let identity: Identity
-    static let message = "Accept the terms before you post: read them at /terms, then accept them (POST /api/v1/me/terms)."
+    static let message = Phrase("terms.errors.not_accepted")
 }

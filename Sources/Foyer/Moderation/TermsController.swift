@@ -102,7 +102,7 @@ struct TermsController {
         let buffer = try await request.body.collect(upTo: 4096)
         let acceptance = buffer.readableBytes == 0 ? Acceptance(version: nil) : try JSONDecoder().decode(Acceptance.self, from: buffer)
         if let version = acceptance.version, version != terms.version {
-            throw ValidationFailed(errors: ["version": [Phrase(verbatim: "is not the terms in force (\(terms.version)): read /terms again")]])
+            throw ValidationFailed(errors: ["version": [Phrase("terms.errors.not_in_force", ["version": terms.version])]])
         }
         let now = try await accept(context.identity.userId)
         return .json(TermsJSON(

@@ -63,7 +63,7 @@ struct ProviderError: Error, CustomStringConvertible {
     var appError: AppError {
         switch kind {
         case .unavailable, .invalidGrant:
-            AppError(.serviceUnavailable, title: "Sign-in unavailable", message: "\(self). Try again in a moment.")
+            AppError(.serviceUnavailable, title: Phrase("providers.errors.unavailable.title"), message: Phrase("providers.errors.unavailable", ["why": "\(self)"]))
         case .refused:
             AppError(.badGateway, title: "Sign-in misconfigured", message: "\(self)")
         }

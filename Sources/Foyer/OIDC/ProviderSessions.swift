@@ -231,7 +231,7 @@ final class ProviderSessions: Sendable {
     /// (The provider answers or times out within 10 s, so a wait of twice that means something is wrong.)
     private func refreshAlone(_ identity: Identity, sessionID: String) async throws -> String {
         guard let token = try await store.exclusively("keycloak refresh \(sessionID)", waitingUpTo: .seconds(20), { try await self.refreshNow(identity) }) else {
-            throw AppError(.serviceUnavailable, title: "Sign-in service busy", message: "Another instance is still renewing this sign-in. Try again in a moment.")
+            throw AppError(.serviceUnavailable, title: Phrase("providers.errors.busy.title"), message: Phrase("providers.errors.busy"))
         }
         return token
     }
@@ -269,7 +269,7 @@ final class ProviderSessions: Sendable {
             throw AuthenticationRequired()
         } catch let error as ProviderError {
             // The session stays: the provider being away for a moment is not the user signing out.
-            throw AppError(.serviceUnavailable, title: "Sign-in service unavailable", message: "\(error). Try again in a moment.")
+            throw AppError(.serviceUnavailable, title: Phrase("providers.errors.unavailable.title"), message: Phrase("providers.errors.unavailable", ["why": "\(error)"]))
         }
     }
 

@@ -164,7 +164,7 @@ struct Passkeys: Sendable {
     /// Whether `identity` signed in recently enough to add a passkey: else a 403 asking to sign in again.
     static func requireRecentSignIn(_ identity: Identity, now: Date = Date()) throws {
         guard let session = identity.session, now.timeIntervalSince(session.createdAt) <= recentSignIn else {
-            throw AppError(.forbidden, title: "Sign in again", message: "Adding a passkey needs a sign-in within the last 10 minutes: sign out, sign in again, and add it then.")
+            throw AppError(.forbidden, title: Phrase("passkeys.errors.sign_in_again.title"), message: Phrase("passkeys.errors.sign_in_again"))
         }
     }
 

@@ -47,7 +47,7 @@ struct PasskeysController {
         do {
             passkey = try await passkeys.register(credential, name: named.name, for: context.identity.user, request: request)
         } catch let refusal as WebAuthnRefusal {
-            throw AppError(.unprocessableContent, title: "Passkey refused", message: "The passkey was not added: \(refusal.description).")
+            throw AppError(.unprocessableContent, title: Phrase("passkeys.errors.refused.title"), message: Phrase("passkeys.errors.refused", ["why": refusal.description]))
         }
         try await notify(context.identity.user, passkey)
         return .json(PasskeyJSON(passkey), status: .created)
@@ -112,5 +112,5 @@ struct PasskeysController {
         return response
     }
 
-    static let notFound = AppError(.notFound, title: "No such passkey", message: "Your account has no passkey with that id.")
+    static let notFound = AppError(.notFound, title: Phrase("passkeys.errors.not_found.title"), message: Phrase("passkeys.errors.not_found"))
 }

@@ -36,7 +36,7 @@ struct PictureProcessor: Sendable {
             return true
         }
         guard admitted else {
-            throw AppError(.serviceUnavailable, title: "Busy with pictures", message: "Too many pictures are being processed right now. Try again in a moment.")
+            throw AppError(.serviceUnavailable, title: Phrase("pictures.errors.busy.title"), message: Phrase("pictures.errors.busy"))
         }
         defer { Self.underWay.withLockedValue { $0 -= 1 } }
         return try await Self.pool.runIfActive { try Self.make(bytes, format: format, alt: alt) }

@@ -33,7 +33,7 @@ struct PicturesController {
         let id = try context.parameters.require("id")
         let variant = Picture.Variant(rawValue: try context.parameters.require("variant"))
         let encoding = Picture.Encoding(accept: request.headers[.accept])
-        let notFound = AppError(.notFound, title: "Picture not found", message: "There is no such picture. Its post may have been deleted or given another.")
+        let notFound = AppError(.notFound, title: Phrase("pictures.errors.not_found.title"), message: Phrase("pictures.errors.not_found"))
         guard let variant, Picture.isWellFormed(id: id[...]) else { throw notFound }
         // The bytes behind a URL never change, so the URL and the encoding are a strong validator.
         let etag = "\"\(id)-\(variant.rawValue)-\(encoding.rawValue)\""

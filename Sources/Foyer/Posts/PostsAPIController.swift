@@ -4,6 +4,8 @@ import Hummingbird
 
 /// The posts JSON API for native screens and curl: `/api/v1/posts` and the Rails-style `/posts.json` twins.
 struct PostsAPIController {
+    /// What a JSON body looks like, for the 400 that refuses another.
+    static let expectedJSON = #"{"title": "…", "content": "…"}"#
     let posts: PostRepository
     /// What a post passes before it is published.
     let rules: PostingRules
@@ -305,13 +307,13 @@ struct PostsAPIController {
         let object: [String: Any]
         do {
             guard let parsed = try JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any] else {
-                throw AppError(.badRequest, message: "The body must be a JSON object like {\"title\": \"…\", \"content\": \"…\"}")
+                throw AppError(.badRequest, message: Phrase("errors.not_json", ["expected": Self.expectedJSON]))
             }
             object = parsed
         } catch let error as AppError {
             throw error
         } catch {
-            throw AppError(.badRequest, message: "The body is not valid JSON: expected {\"title\": \"…\", \"content\": \"…\"}")
+            throw AppError(.badRequest, message: Phrase("errors.not_json", ["expected": Self.expectedJSON]))
         }
         let fields = object["post"] as? [String: Any] ?? object
         var wrongTypes: [String: [Phrase]] = [:]
@@ -320,7 +322,7 @@ struct PostsAPIController {
             case nil: return nil
             case let value as String: return value
             default:
-                wrongTypes[name] = [Phrase(verbatim: "must be a string")]
+                wrongTypes[name] = [Phrase("errors.not_string")]
                 return nil
             }
         }
@@ -330,13 +332,13 @@ struct PostsAPIController {
             if let data = try? JSONSerialization.data(withJSONObject: [version]), let number = try? JSONDecoder().decode([Int].self, from: data).first {
                 changes.baseVersion = number
             } else {
-                wrongTypes["version"] = [Phrase(verbatim: "must be a whole number: the version you read")]
+                wrongTypes["version"] = [Phrase("posts.errors.version_number")]
             }
         }
         switch fields["picture"] {
         case nil: break
         case is NSNull: changes.picture = .remove
-        default: wrongTypes["picture"] = [Phrase(verbatim: "must be null (to remove it); send a picture as a file in multipart/form-data")]
+        default: wrongTypes["picture"] = [Phrase("posts.errors.picture_null")]
         }
         guard wrongTypes.isEmpty else { throw ValidationFailed(errors: wrongTypes) }
         return changes

@@ -105,7 +105,7 @@ struct DevicesAPIController {
         return relay
     }
 
-    private static let notYours = AppError(.notFound, message: "You have no device registered with that token")
+    private static let notYours = AppError(.notFound, message: Phrase("push.errors.no_device"))
 
     /// UPS's 400 is about the device (its token does not suit the variant): the app's to fix, 422. Anything else it
     /// refuses (401: Foyer's credentials) is the operator's: 502, and the log says more.
@@ -142,7 +142,7 @@ struct DevicesAPIController {
         } catch let error as AppError {
             throw error
         } catch {
-            throw AppError(.badRequest, message: "The body is not valid JSON: \(Self.expectedShape)")
+            throw AppError(.badRequest, message: Phrase("errors.not_json", ["expected": Self.expectedShape]))
         }
         let fields = object["device"] as? [String: Any] ?? object["notification_token"] as? [String: Any] ?? object
         var errors: [String: [Phrase]] = [:]
@@ -151,12 +151,12 @@ struct DevicesAPIController {
         func text(_ names: [String], maximum: Int = maximumTextLength) -> (name: String, value: String)? {
             guard let name = names.first(where: { fields[$0] != nil && !(fields[$0] is NSNull) }) else { return nil }
             guard let value = fields[name] as? String else {
-                errors[name, default: []].append(Phrase(verbatim: "must be a string"))
+                errors[name, default: []].append(Phrase("errors.not_string"))
                 return nil
             }
             // Counted as JSON Schema's maxLength counts (code points), not as Swift's characters: "ó" written as "o" and
             // a combining accent is one Character but two code points.
-            if value.unicodeScalars.count > maximum { errors[name, default: []].append(Phrase(verbatim: "is longer than \(maximum) characters")) }
+            if value.unicodeScalars.count > maximum { errors[name, default: []].append(Phrase("errors.too_long", count: maximum)) }
             return (name, value)
         }
         func token(_ names: [String], required: Bool) -> String? {
@@ -183,10 +183,10 @@ struct DevicesAPIController {
                     errors[name, default: []].append(Phrase(verbatim: "is \(known.rawValue), but this server has no \(known.displayName) variant configured"))
                 }
             } else {
-                errors[name, default: []].append(Phrase(verbatim: "must be ios or android"))
+                errors[name, default: []].append(Phrase("errors.one_of", ["choices": "ios, android"]))
             }
         } else if errors["deviceType"] == nil {
-            errors["deviceType", default: []].append(Phrase(verbatim: "must be ios or android"))
+            errors["deviceType", default: []].append(Phrase("errors.one_of", ["choices": "ios, android"]))
         }
         let operatingSystem = text(["operatingSystem", "operating_system"])?.value
         let osVersion = text(["osVersion", "os_version"])?.value

@@ -377,6 +377,13 @@ extension SQLiteStore {
         migrator.registerMigration("v29: the language each account reads Foyer in") { db in
             try db.alter(table: "users") { t in t.add(column: "locale", .text) }
         }
+        migrator.registerMigration("v30: the moderation log keeps what each action was on as names, said in each reader's language") { db in
+            try db.alter(table: "moderation_actions") { t in
+                t.add(column: "target_kind", .text)
+                t.add(column: "target_title", .text)
+                t.add(column: "target_name", .text)
+            }
+        }
         return migrator
     }
 }
@@ -752,5 +759,9 @@ extension PostgresMigrations {
             """,
         ]),
         ("22: the language each account reads Foyer in (SQLite's v29)", ["ALTER TABLE users ADD COLUMN locale TEXT"]),
+        (
+            "23: the moderation log keeps what each action was on as names (SQLite's v30)",
+            ["ALTER TABLE moderation_actions ADD COLUMN target_kind TEXT, ADD COLUMN target_title TEXT, ADD COLUMN target_name TEXT"]
+        ),
     ]
 }

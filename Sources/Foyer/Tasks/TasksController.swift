@@ -119,7 +119,7 @@ struct TasksController {
         var request = request
         let form = try await request.formFields()
         guard let status = form["status"], TaskItem.statuses.contains(status), let version = form["version"].flatMap(Int.init) else {
-            throw AppError(.unprocessableContent, message: "Send a status (OPEN, ASSIGNED or COMPLETE) and the version you saw.")
+            throw AppError(.unprocessableContent, message: Phrase("tasks.errors.status_and_version"))
         }
         let updated: TaskItem
         do {
@@ -138,7 +138,7 @@ struct TasksController {
         let identity = context.identity
         let id = try context.parameters.require("id")
         guard try await mayDelete(identity) else {
-            throw AppError(.forbidden, title: "Not allowed", message: "Deleting tasks takes the realm role \(Self.deletingRole), which you do not have.")
+            throw AppError(.forbidden, title: Phrase("tasks.errors.not_allowed.title"), message: Phrase("tasks.errors.not_allowed", ["role": Self.deletingRole]))
         }
         guard try await tasks.delete(id: id, for: identity, credentials: try await credentials(identity)) else { throw Self.notFound(id) }
         if request.wantsTurboStream { return .turboStream(fragments.deleted(id: id, in: views.language(for: request, context: context))) }
@@ -227,7 +227,7 @@ struct TaskFields {
     var errors: ValidationFailed? {
         var errors: [String: [Phrase]] = [:]
         if title.isBlank { errors["title"] = [Phrase("errors.blank")] }
-        if !TaskItem.statuses.contains(status) { errors["status"] = [Phrase(verbatim: "must be one of \(TaskItem.statuses.joined(separator: ", "))")] }
+        if !TaskItem.statuses.contains(status) { errors["status"] = [Phrase("errors.one_of", ["choices": TaskItem.statuses.joined(separator: ", ")])] }
         return errors.isEmpty ? nil : ValidationFailed(errors: errors)
     }
 
