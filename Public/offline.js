@@ -52,7 +52,8 @@
     notice.textContent = foyerWords("offline_copy", { time: clock(new Date(keptAt)) })
   }
 
-  const statusLabels = { OPEN: "status_open", ASSIGNED: "status_assigned", COMPLETE: "status_complete" }
+  // The pages' own words for the statuses (scripts get them under their full keys).
+  const statusLabels = { OPEN: "tasks.status.open", ASSIGNED: "tasks.status.assigned", COMPLETE: "tasks.status.complete" }
   const status = (value) => (statusLabels[value] ? foyerWords(statusLabels[value]) : value)
   const describe = (write) => (write.kind === "status" ? foyerWords("marked", { status: status(write.status) }) : `“${write.title}”`)
 

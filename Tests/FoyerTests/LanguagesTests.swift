@@ -159,7 +159,7 @@ import Testing
             }
         }
         // offline.js names the task statuses by a table.
-        keys.formUnion(["js.status_open", "js.status_assigned", "js.status_complete", "js.not_saved_changed", "js.not_saved_deleted", "js.refused", "js.not_sent"])
+        keys.formUnion(["js.not_saved_changed", "js.not_saved_deleted", "js.refused", "js.not_sent"])
         return keys
     }
 

@@ -20,11 +20,21 @@ final class Language: Sendable, CustomStringConvertible {
 
     var description: String { tag }
 
-    /// The words scripts show (the catalog's `js.*` messages, without the prefix), as JSON a page carries in
-    /// `<script type="application/json" id="foyer-words">`: `<` is escaped, so nothing in it can end the element.
+    /// Words of the pages that scripts say too, under their full keys: one message, not a twin for scripts.
+    static let pageWordsScriptsSay: Set<String> = ["tasks.status.open", "tasks.status.assigned", "tasks.status.complete"]
+
+    /// The words scripts show (the catalog's `js.*` messages, without the prefix, and `pageWordsScriptsSay`), as JSON a
+    /// page carries in `<script type="application/json" id="foyer-words">`: `<` is escaped, so nothing in it can end
+    /// the element.
     var scriptWords: String {
         var words: [String: String] = [:]
-        for case let (key, .text(message)) in catalog.messages where key.hasPrefix("js.") { words[String(key.dropFirst(3))] = message }
+        for case let (key, .text(message)) in catalog.messages {
+            if key.hasPrefix("js.") {
+                words[String(key.dropFirst(3))] = message
+            } else if Self.pageWordsScriptsSay.contains(key) {
+                words[key] = message
+            }
+        }
         let json = (try? JSONSerialization.data(withJSONObject: words, options: [.sortedKeys])) ?? Data("{}".utf8)
         return String(decoding: json, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
     }
