@@ -11,6 +11,7 @@ import uuid
 import pytest
 from conftest import DEMO_EMAIL, RunningServer, wait_for_page
 from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
+from test_graphql import session_token
 from test_moderation import plain_smtp  # noqa: F401  (a plain SMTP peer, aiosmtpd)
 from test_posts_browser import sign_in
 
@@ -161,3 +162,31 @@ def test_mail_goes_out_in_its_recipients_language_not_the_requests(site, plain_s
     assert mails[1]["message"]["Subject"] == LANGUAGES["zh-CN"]["reset_subject"], "the mail is in the recipient's"
     html = mails[1]["message"].get_body(preferencelist=("html",)).get_content()
     assert '<html lang="zh-Hans">' in html
+
+
+def test_open_pages_are_sent_a_new_post_in_their_own_language(site, browser):  # noqa: F811
+    """Three phones in three languages have the list open; a post written through the API reaches each live, its
+    row saying the time in that phone's language (each follows its own language's stream)."""
+    phones = {locale: phone(browser, locale) for locale in ("pt-BR", "zh-CN", "en-US")}
+    streams = {}
+    for locale, (_, page) in phones.items():
+        page.goto(site.url + "/posts")
+        wait_for_page(page, "window.Turbo !== undefined")
+        streams[locale] = page.locator("turbo-stream-source").first.get_attribute("src")
+        page.locator("turbo-stream-source[connected]").first.wait_for(state="attached")
+    assert len(set(streams.values())) == 3, streams
+
+    title = f"Said three ways {uuid.uuid4().hex[:6]}"
+    token = session_token(site)
+    request = urllib.request.Request(
+        site.url + "/api/v1/posts", method="POST", headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        data=json.dumps({"title": title, "content": "words"}).encode(),
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+    for locale, just_now in (("pt-BR", "agora mesmo"), ("zh-CN", "刚刚"), ("en-US", "just now")):
+        context, page = phones[locale]
+        row = page.locator("ol.posts li", has_text=title)
+        row.wait_for()
+        assert row.locator("time").inner_text() == just_now, locale
+        context.close()

@@ -12,13 +12,13 @@ extension Request {
     static func wantsJSON(path: String, accept: String?) -> Bool {
         if path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql" { return true }
         let accept = accept ?? ""
-        return accept.contains("application/json") && !accept.contains("text/html")
+        return accept.utf8.containsBytes(of: "application/json".utf8) && !accept.utf8.containsBytes(of: "text/html".utf8)
     }
 
     /// The value of a cookie that every page looks for but few requests carry (the flash notice, the reader's
     /// zone): the Cookie header is parsed only when it names the cookie.
     func rareCookie(_ name: String) -> String? {
-        guard headers[.cookie]?.contains(name + "=") == true else { return nil }
+        guard let cookie = headers[.cookie], cookie.utf8.containsBytes(of: (name + "=").utf8) else { return nil }
         return cookies[name]?.value
     }
 
@@ -155,5 +155,19 @@ enum FormFields {
 
     private static func decode(_ component: Substring) -> String? {
         component.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}
+
+extension String.UTF8View {
+    /// Whether `part` occurs in it, byte for byte. With Foundation imported, `contains` on two strings is NSString's,
+    /// which converts both to UTF-16 on every call: asked of a request's Cookie or User-Agent, it was 2 % of a page.
+    func containsBytes(of part: String.UTF8View) -> Bool {
+        guard let first = part.first else { return true }
+        var start = startIndex
+        while let found = self[start...].firstIndex(of: first) {
+            if self[found...].starts(with: part) { return true }
+            start = index(after: found)
+        }
+        return false
     }
 }

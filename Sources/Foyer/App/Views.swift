@@ -10,7 +10,7 @@ import NIOConcurrencyHelpers
 /// wrapping a body costs a few appends.
 public struct Views: Sendable {
     let languages: Languages
-    private let byLanguage: [InLanguage]
+    private let byLanguage: ByLanguage
     /// Pages load the offline script (which registers the service worker) and say whose they are to it.
     let offline: Bool
 
@@ -22,26 +22,45 @@ public struct Views: Sendable {
         let pageHeaders: HTTPFields
     }
 
-    init(directory: String, turboScriptURL: String, offline: Bool, languages: Languages) async throws {
-        self.offline = offline
-        self.languages = languages
-        let templates = try Self.templates(in: directory)
-        for required in ["layout", "errors/show", "sessions/new"] where templates[required] == nil {
-            throw StartupError("Templates/\(required).mustache is missing from \(directory)")
+    /// Each language's compiled templates, made the first time a page in it is asked for. Start-up compiles the
+    /// default language's, which checks every template and every key (the catalogs hold the same keys, checked
+    /// too); a language nobody reads costs neither start-up time nor memory.
+    private final class ByLanguage: Sendable {
+        let templates: [String: String]
+        let turboScriptURL: String
+        let offline: Bool
+        private let compiled: NIOLockedValueBox<[InLanguage?]>
+
+        init(templates: [String: String], turboScriptURL: String, offline: Bool, languages: Languages) throws {
+            (self.templates, self.turboScriptURL, self.offline) = (templates, turboScriptURL, offline)
+            var compiled = [InLanguage?](repeating: nil, count: languages.all.count)
+            compiled[languages.fallback.index] = try Self.compile(templates, turboScriptURL: turboScriptURL, offline: offline, in: languages.fallback)
+            self.compiled = NIOLockedValueBox(compiled)
+            // What could still fail later is a translation's own markup: each `_html` message a template says is
+            // parsed in every language now.
+            let htmlKeys = Set(templates.values.flatMap(TemplateWords.keys).filter { $0.hasSuffix("_html") })
+            for language in languages.all where language !== languages.fallback {
+                for key in htmlKeys {
+                    guard case .text(let message) = language.catalog.messages[key] else { continue }
+                    do { _ = try MustacheTemplate(string: message) } catch {
+                        throw StartupError("\(language.tag).po: \(key) is not well-formed Mustache: \(error)")
+                    }
+                }
+            }
         }
-        // The same templates, settings and catalogs compile to the same views: a process that builds several
-        // applications (the tests build hundreds) compiles them once.
-        var digest = SHA256()
-        for (name, template) in templates.sorted(by: { $0.key < $1.key }) { digest.update(data: Array((name + "\u{0}" + template + "\u{0}").utf8)) }
-        digest.update(data: Array("\(turboScriptURL)\u{0}\(offline)\u{0}".utf8))
-        for language in languages.all { digest.update(data: Array("\(language.tag):\(language.catalog.fingerprint)\u{0}".utf8)) }
-        let key = digest.finalize().hexString
-        if let compiled = Self.compiled.withLockedValue({ $0[key] }) {
-            byLanguage = compiled
-            return
+
+        subscript(language: Language) -> InLanguage {
+            if let ready = compiled.withLockedValue({ $0[language.index] }) { return ready }
+            // The default language compiled every template with the same keys; a failure here is a bug.
+            let made = try! Self.compile(templates, turboScriptURL: turboScriptURL, offline: offline, in: language)
+            return compiled.withLockedValue { compiled in
+                if let ready = compiled[language.index] { return ready }
+                compiled[language.index] = made
+                return made
+            }
         }
-        var byLanguage: [InLanguage] = []
-        for language in languages.all {
+
+        private static func compile(_ templates: [String: String], turboScriptURL: String, offline: Bool, in language: Language) throws -> InLanguage {
             var library = MustacheLibrary()
             for (name, template) in templates {
                 do {
@@ -57,13 +76,34 @@ public struct Views: Sendable {
                     HTTPField(name: .vary, value: "User-Agent, Accept-Language"),
                 ] + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
             )
-            byLanguage.append(InLanguage(library: library, layout: layout, pageHeaders: pageHeaders))
+            return InLanguage(library: library, layout: layout, pageHeaders: pageHeaders)
         }
-        self.byLanguage = byLanguage
-        Self.compiled.withLockedValue { $0[key] = byLanguage }
     }
 
-    private static let compiled = NIOLockedValueBox([String: [InLanguage]]())
+    init(directory: String, turboScriptURL: String, offline: Bool, languages: Languages) async throws {
+        self.offline = offline
+        self.languages = languages
+        let templates = try Self.templates(in: directory)
+        for required in ["layout", "errors/show", "sessions/new"] where templates[required] == nil {
+            throw StartupError("Templates/\(required).mustache is missing from \(directory)")
+        }
+        // The same templates, settings and catalogs compile to the same views: a process that builds several
+        // applications (the tests build hundreds) compiles them once.
+        var digest = SHA256()
+        for (name, template) in templates.sorted(by: { $0.key < $1.key }) { digest.update(data: Array((name + "\u{0}" + template + "\u{0}").utf8)) }
+        digest.update(data: Array("\(turboScriptURL)\u{0}\(offline)\u{0}".utf8))
+        for language in languages.all { digest.update(data: Array("\(language.tag):\(language.catalog.fingerprint)\u{0}".utf8)) }
+        digest.update(data: Array(languages.fallback.tag.utf8))
+        let key = digest.finalize().hexString
+        if let compiled = Self.compiled.withLockedValue({ $0[key] }) {
+            byLanguage = compiled
+            return
+        }
+        byLanguage = try ByLanguage(templates: templates, turboScriptURL: turboScriptURL, offline: offline, languages: languages)
+        Self.compiled.withLockedValue { [byLanguage] in $0[key] = byLanguage }
+    }
+
+    private static let compiled = NIOLockedValueBox([String: ByLanguage]())
 
     /// Every `.mustache` file under `directory`, by its name there without the extension (`posts/index`).
     static func templates(in directory: String) throws -> [String: String] {
@@ -122,7 +162,7 @@ public struct Views: Sendable {
         status: HTTPResponse.Status = .ok, keepsFlash: Bool = false, language: Language
     ) -> Response {
         let flash = keepsFlash ? nil : Flash(request)
-        let inLanguage = byLanguage[language.index]
+        let inLanguage = byLanguage[language]
         let html = inLanguage.layout.render(
             body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage,
             flash: flash.map { language.say($0.phrase) } ?? ""
@@ -136,23 +176,23 @@ public struct Views: Sendable {
     /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists; the
     /// offline page). `context` is a typed view or, in older views, a dictionary.
     func standalonePage(_ template: String, _ context: Any, title: String, in language: Language) -> ByteBuffer {
-        byLanguage[language.index].layout.render(
+        byLanguage[language].layout.render(
             body: render(template, context, in: language), title: title, identity: nil, native: false, formPage: false, flash: ""
         )
     }
 
     /// Every page's headers in `language`.
-    func pageHeaders(in language: Language) -> HTTPFields { byLanguage[language.index].pageHeaders }
+    func pageHeaders(in language: Language) -> HTTPFields { byLanguage[language].pageHeaders }
 
     /// What a page's headers say beyond its type and language: its Content-Security-Policy and the like.
     var pageSecurityFields: [HTTPField] {
-        byLanguage[0].pageHeaders.filter { $0.name != .contentType && $0.name != .vary && $0.name != .contentLanguage }
+        byLanguage[languages.fallback].pageHeaders.filter { $0.name != .contentType && $0.name != .vary && $0.name != .contentLanguage }
     }
 
     /// Renders a template to a string, for bodies that are cached before they are wrapped and for live fragments.
     /// `context` is a typed view (a struct whose property names the template uses) or, in older views, a dictionary.
     func render(_ template: String, _ context: Any, in language: Language) -> String {
-        guard let html = byLanguage[language.index].library.render(context, withTemplate: template) else {
+        guard let html = byLanguage[language].library.render(context, withTemplate: template) else {
             preconditionFailure("template \(template) is not loaded")
         }
         return html

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -42,16 +43,17 @@ enum EdgeRefusal: Hashable, Sendable {
         }
     }
 
-    var message: String {
-        switch self {
-        case .requestTimeout: "The request did not arrive in time."
-        case .uriTooLong: "The request's URL is longer than \(EdgeSettings.maximumRequestLineBytes / 1024) KiB."
-        case .headTooLarge: "The request's headers are larger than \(EdgeSettings.maximumHeadBytes / 1024) KiB together."
-        case .tooManyHeaders: "The request has more than \(EdgeSettings.maximumHeaderCount) header fields."
-        case .trailersTooLarge:
-            "The request's trailer fields and headers together are over \(EdgeSettings.maximumHeadBytes / 1024) KiB or \(EdgeSettings.maximumHeaderCount) fields."
-        case .malformed: "The request is not valid HTTP/1.1."
-        case .missingHost: "An HTTP/1.1 request needs exactly one Host header."
+    /// What the refused client is told, in `language`.
+    func message(in language: Language) -> String {
+        let kibibytes = ["kib": "\(EdgeSettings.maximumHeadBytes / 1024)", "fields": "\(EdgeSettings.maximumHeaderCount)"]
+        return switch self {
+        case .requestTimeout: language.text("edge.timeout")
+        case .uriTooLong: language.text("edge.uri_too_long", ["kib": "\(EdgeSettings.maximumRequestLineBytes / 1024)"])
+        case .headTooLarge: language.text("edge.head_too_large", kibibytes)
+        case .tooManyHeaders: language.text("edge.too_many_headers", kibibytes)
+        case .trailersTooLarge: language.text("edge.trailers_too_large", kibibytes)
+        case .malformed: language.text("edge.malformed")
+        case .missingHost: language.text("edge.missing_host")
         }
     }
 
@@ -149,17 +151,18 @@ final class Edge: Sendable {
         let status = refusal.status
         var body = ByteBuffer()
         var head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: status.code, reasonPhrase: status.reasonPhrase))
+        // Made before any request is read, so in the default language.
+        let language = views.languages.fallback
+        let message = refusal.message(in: language)
         if refusal.json {
             head.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-            body.writeString(#"{"error":"\#(refusal.message)"}"#)
+            body.writeBytes(try! JSONSerialization.data(withJSONObject: ["error": message], options: [.withoutEscapingSlashes]))
         } else {
             head.headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
-            // Written before any request is read, so in the default language.
-            body = views.standalonePage(
-                "errors/show", ["title": status.reasonPhrase, "status": status.code, "message": refusal.message], title: status.reasonPhrase,
-                in: views.languages.fallback
-            )
+            let title = language.text("errors.status", ["status": "\(status.code)"])
+            body = views.standalonePage("errors/show", ["title": title, "status": status.code, "message": message], title: title, in: language)
         }
+        head.headers.add(name: "Content-Language", value: language.tag)
         head.headers.add(name: "Content-Length", value: String(body.readableBytes))
         head.headers.add(name: "Connection", value: "close")
         head.headers.add(name: "Cache-Control", value: "no-store")

@@ -75,7 +75,7 @@ struct Catalog: Sendable {
         /// Where a continued string goes: the id (-1), the plural id (-2) or a form.
         var target = -1
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = rawLine.trimmingBlanks
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("\"") {
                 guard current != nil else { throw CatalogError("a string outside any entry (line \(number + 1))") }
@@ -88,7 +88,7 @@ struct Catalog: Sendable {
                 continue
             }
             let keyword = line.prefix { $0 != " " }
-            let value = try unquote(line.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces), line: number + 1)
+            let value = try unquote(line.dropFirst(keyword.count).trimmingBlanks, line: number + 1)
             switch keyword {
             case "msgctxt": continue
             case "msgid":
@@ -115,8 +115,8 @@ struct Catalog: Sendable {
         return entries
     }
 
-    private static func unquote(_ quoted: String, line: Int) throws -> String {
-        guard quoted.count >= 2, quoted.hasPrefix("\""), quoted.hasSuffix("\"") else { throw CatalogError("expected a quoted string (line \(line))") }
+    private static func unquote(_ quoted: Substring, line: Int) throws -> String {
+        guard quoted.utf8.count >= 2, quoted.first == "\"", quoted.last == "\"" else { throw CatalogError("expected a quoted string (line \(line))") }
         var result = ""
         var escaped = false
         for character in quoted.dropFirst().dropLast() {
@@ -145,9 +145,19 @@ struct Catalog: Sendable {
         for line in header.split(separator: "\n") {
             let pair = line.split(separator: ":", maxSplits: 1)
             guard pair.count == 2 else { continue }
-            fields[pair[0].trimmingCharacters(in: .whitespaces)] = pair[1].trimmingCharacters(in: .whitespaces)
+            fields[String(pair[0].trimmingBlanks)] = String(pair[1].trimmingBlanks)
         }
         return fields
+    }
+}
+
+extension Substring {
+    /// Without the spaces and tabs at either end. Foundation's `trimmingCharacters` goes through NSString, which was
+    /// most of reading the catalogs at start.
+    var trimmingBlanks: Substring {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isBlank($0) }), let last = lastIndex(where: { !isBlank($0) }) else { return self[endIndex...] }
+        return self[first...last]
     }
 }
 

@@ -69,7 +69,7 @@ final class Language: Sendable, CustomStringConvertible {
     static func pieces(of message: String) -> [Substring] {
         var pieces: [Substring] = []
         var rest = message[...]
-        while let open = rest.range(of: "{{"), let close = rest[open.upperBound...].range(of: "}}") {
+        while let open = rest.firstRange(of: "{{"), let close = rest[open.upperBound...].firstRange(of: "}}") {
             pieces.append(rest[..<open.lowerBound])
             pieces.append(rest[open.upperBound..<close.lowerBound])
             rest = rest[close.upperBound...]
@@ -79,10 +79,10 @@ final class Language: Sendable, CustomStringConvertible {
     }
 
     private static func fill(_ message: String, _ values: [String: String]) -> String {
-        guard message.contains("{{") else { return message }
+        guard message.utf8.containsBytes(of: "{{".utf8) else { return message }
         var result = ""
         for (index, piece) in pieces(of: message).enumerated() {
-            result += index.isMultiple(of: 2) ? String(piece) : values[String(piece).trimmingCharacters(in: .whitespaces)] ?? ""
+            result += index.isMultiple(of: 2) ? String(piece) : values[String(piece.trimmingBlanks)] ?? ""
         }
         return result
     }

@@ -9,15 +9,15 @@ enum TemplateWords {
     /// The template with its words in `language`; an unknown key, or a plural message (whose form a template cannot
     /// pick: its view gives the words instead), stops start-up naming the template.
     static func translate(_ template: String, named name: String, in language: Language) throws -> String {
-        guard template.contains(opening) else { return template }
+        guard template.utf8.containsBytes(of: opening.utf8) else { return template }
         var result = ""
         var rest = template[...]
-        while let open = rest.range(of: opening) {
+        while let open = rest.firstRange(of: opening) {
             result += rest[..<open.lowerBound]
-            guard let close = rest[open.upperBound...].range(of: "}}") else {
+            guard let close = rest[open.upperBound...].firstRange(of: "}}") else {
                 throw StartupError("Templates/\(name).mustache: a {{t tag is not closed")
             }
-            let key = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
+            let key = String(rest[open.upperBound..<close.lowerBound].trimmingBlanks)
             switch language.catalog.messages[key] {
             case .text(let message) where key.hasSuffix("_html"):
                 result += message
@@ -39,8 +39,8 @@ enum TemplateWords {
     static func keys(in template: String) -> [String] {
         var keys: [String] = []
         var rest = template[...]
-        while let open = rest.range(of: opening), let close = rest[open.upperBound...].range(of: "}}") {
-            keys.append(rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces))
+        while let open = rest.firstRange(of: opening), let close = rest[open.upperBound...].firstRange(of: "}}") {
+            keys.append(String(rest[open.upperBound..<close.lowerBound].trimmingBlanks))
             rest = rest[close.upperBound...]
         }
         return keys

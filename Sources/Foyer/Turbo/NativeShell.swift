@@ -6,7 +6,9 @@ extension Request {
     /// Requests a service worker makes carry the WebView's default User-Agent, not the shell's: a page rendered
     /// for a shell sets the `native_shell` cookie (Public/offline.js), which says the same for them.
     var isNativeShell: Bool {
-        if let agent = headers[.userAgent], agent.contains("Hotwire Native") || agent.contains("Turbo Native") { return true }
+        if let agent = headers[.userAgent]?.utf8, agent.containsBytes(of: "Hotwire Native".utf8) || agent.containsBytes(of: "Turbo Native".utf8) {
+            return true
+        }
         return rareCookie(Self.nativeShellCookie) == "1"
     }
 
