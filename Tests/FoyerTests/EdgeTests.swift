@@ -31,6 +31,17 @@ import Testing
         }
     }
 
+    /// Refused before a request exists, so in the server's default language: a Brazilian server says it in Portuguese.
+    @Test func theEdgesRefusalsAreInTheDefaultLanguage() async throws {
+        try await Self.harness { $0.defaultLocale = "pt-BR"; $0.edge.headerTimeout = .seconds(5) }.test(.live) { client in
+            let json = try await RawConnection.exchange(port: client.port!, "GET /api/v1/posts HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+            #expect(json.status == 400 && json.header("content-language") == "pt-BR")
+            #expect(json.body.hasSuffix(#"{"error":"Uma requisição HTTP/1.1 precisa de exatamente um cabeçalho Host."}"#))
+            let page = try await RawConnection.exchange(port: client.port!, "GET /posts HTTP/1.1\r\nAccept: text/html\r\n\r\n")
+            #expect(page.status == 400 && page.body.contains("<title>Erro 400") && page.body.contains("precisa de exatamente um cabeçalho Host"))
+        }
+    }
+
     @Test func aLongURLIs414AndOverAHundredHeadersIs431AsPagesForBrowsers() async throws {
         // Timeouts far from what is tested: with every suite running on two cores, 400 ms could pass mid-head (a 408).
         try await Self.harness { $0.edge.headerTimeout = .seconds(5); $0.edge.idleTimeout = .seconds(5) }.test(.live) { client in

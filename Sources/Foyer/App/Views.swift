@@ -11,6 +11,8 @@ import NIOConcurrencyHelpers
 public struct Views: Sendable {
     let languages: Languages
     private let byLanguage: ByLanguage
+    /// Tells these views from others: a digest of the templates, their settings and the catalogs.
+    let fingerprint: String
     /// Pages load the offline script (which registers the service worker) and say whose they are to it.
     let offline: Bool
 
@@ -95,6 +97,7 @@ public struct Views: Sendable {
         for language in languages.all { digest.update(data: Array("\(language.tag):\(language.catalog.fingerprint)\u{0}".utf8)) }
         digest.update(data: Array(languages.fallback.tag.utf8))
         let key = digest.finalize().hexString
+        fingerprint = key
         if let compiled = Self.compiled.withLockedValue({ $0[key] }) {
             byLanguage = compiled
             return

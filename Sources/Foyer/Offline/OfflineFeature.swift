@@ -12,19 +12,15 @@ struct OfflineFeature {
     static let offlinePagePath = "/offline"
     let worker: ByteBuffer
     let workerETag: String
-    /// The offline page in each language, with its headers.
-    let offlinePages: [(page: ByteBuffer, headers: HTTPFields)]
     let views: Views
 
     init(config: FoyerConfig, views: Views, rules: OfflineRules) throws {
-        let offlinePages = views.languages.all.map { language in
-            (views.standalonePage("offline/show", OfflinePageView(), title: language.text("offline.title"), in: language), views.pageHeaders(in: language))
-        }
         let precache = [Self.offlinePagePath, "/foyer.css", "/live.js", "/picture-input.js", "/passkeys.js", "/offline.js"] + (config.turboScriptURL.hasPrefix("/") ? [config.turboScriptURL] : [])
         let source = try Self.read(config.publicDirectory + "/foyer-worker.js")
         var version = SHA256()
         version.update(data: Array(source.utf8))
-        for (page, _) in offlinePages { page.withUnsafeReadableBytes { version.update(bufferPointer: $0) } }
+        // The offline page changes with the templates and the catalogs (and is made in a language when first asked for).
+        version.update(data: Array(views.fingerprint.utf8))
         for path in precache.dropFirst() { version.update(data: Array(try Self.read(config.publicDirectory + path).utf8)) }
         var settings = rules.workerSettings
         settings["enabled"] = config.offline
@@ -35,7 +31,6 @@ struct OfflineFeature {
         let prelude = try JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys, .withoutEscapingSlashes])
         worker = ByteBuffer(string: "self.FOYER_OFFLINE = \(String(decoding: prelude, as: UTF8.self))\n" + source)
         workerETag = "\"\(settings["version"]!)\""
-        self.offlinePages = offlinePages
         self.views = views
     }
 
@@ -52,8 +47,9 @@ struct OfflineFeature {
         // The same for everyone who reads that language (no account, no form token), so one precached copy serves
         // whoever is offline.
         router.get(RouterPath(Self.offlinePagePath)) { request, context in
-            let (page, headers) = offlinePages[views.language(for: request, context: context).index]
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: page))
+            let language = views.language(for: request, context: context)
+            let page = views.standalonePage("offline/show", OfflinePageView(), title: language.text("offline.title"), in: language)
+            return Response(status: .ok, headers: views.pageHeaders(in: language), body: .init(byteBuffer: page))
         }
     }
 
