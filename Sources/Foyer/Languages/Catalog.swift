@@ -74,8 +74,9 @@ struct Catalog: Sendable {
         var current: Entry?
         /// Where a continued string goes: the id (-1), the plural id (-2) or a form.
         var target = -1
-        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingBlanks
+        // Lines split on the byte: splitting characters cost grapheme breaking over every catalog at start.
+        for (number, bytes) in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            let line = text[bytes.startIndex..<bytes.endIndex].trimmingBlanks
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("\"") {
                 guard current != nil else { throw CatalogError("a string outside any entry (line \(number + 1))") }
@@ -115,29 +116,35 @@ struct Catalog: Sendable {
         return entries
     }
 
+    /// A quoted PO string's text. Read byte by byte: every escape and quote is ASCII, and a UTF-8 sequence never holds
+    /// an ASCII byte, so no character is split (reading characters cost grapheme breaking on every byte at start).
     private static func unquote(_ quoted: Substring, line: Int) throws -> String {
-        guard quoted.utf8.count >= 2, quoted.first == "\"", quoted.last == "\"" else { throw CatalogError("expected a quoted string (line \(line))") }
-        var result = ""
+        let bytes = quoted.utf8
+        guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else {
+            throw CatalogError("expected a quoted string (line \(line))")
+        }
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count)
         var escaped = false
-        for character in quoted.dropFirst().dropLast() {
+        for byte in bytes.dropFirst().dropLast() {
             if escaped {
-                switch character {
-                case "n": result.append("\n")
-                case "t": result.append("\t")
-                case "\"", "\\": result.append(character)
-                default: throw CatalogError("\\\(character) is no escape PO knows (line \(line))")
+                switch byte {
+                case UInt8(ascii: "n"): result.append(UInt8(ascii: "\n"))
+                case UInt8(ascii: "t"): result.append(UInt8(ascii: "\t"))
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): result.append(byte)
+                default: throw CatalogError("\\\(Character(Unicode.Scalar(byte))) is no escape PO knows (line \(line))")
                 }
                 escaped = false
-            } else if character == "\\" {
+            } else if byte == UInt8(ascii: "\\") {
                 escaped = true
-            } else if character == "\"" {
+            } else if byte == UInt8(ascii: "\"") {
                 throw CatalogError("a quote inside a string must be \\\" (line \(line))")
             } else {
-                result.append(character)
+                result.append(byte)
             }
         }
         guard !escaped else { throw CatalogError("a string ends in a lone \\ (line \(line))") }
-        return result
+        return String(decoding: result, as: UTF8.self)
     }
 
     private static func headerFields(_ header: String) -> [String: String] {
