@@ -176,8 +176,8 @@ public struct Views: Sendable {
         return response
     }
 
-    /// A whole page for nobody in particular, made once (the edge's refusals, written before any request exists; the
-    /// offline page). `context` is a typed view or, in older views, a dictionary.
+    /// A whole page for nobody in particular: the edge's refusals (made once, before any request exists) and the
+    /// offline page. `context` is a typed view or, in older views, a dictionary.
     func standalonePage(_ template: String, _ context: Any, title: String, in language: Language) -> ByteBuffer {
         byLanguage[language].layout.render(
             body: render(template, context, in: language), title: title, identity: nil, native: false, formPage: false, flash: ""
