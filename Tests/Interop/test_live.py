@@ -274,6 +274,12 @@ def resumed_counts(server) -> dict[str, float]:
     return {outcome: float(value) for outcome, value in re.findall(r'^foyer_live_resumed_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
 
 
+def published_position(server, post_id: int) -> int:
+    """The number of the newest event on the posts stream, as the post's page embeds it."""
+    page = get(server.url + f"/posts/{post_id}")[1]
+    return int(re.search(r'data-last-event-id="[^"]*-(\d+)"', page).group(1))
+
+
 def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
     counted = resumed_counts(server)
     assert set(counted) == {"replayed", "reloaded"}, counted
@@ -299,9 +305,13 @@ def test_a_reconnect_replays_what_it_missed_and_a_gap_reloads(server):
     assert b"Replayed twice" in replay and b"Replayed once" not in replay
     again.close()
 
-    # More than the window (1,000 events) later, the missed events are gone: the page reloads its live part.
+    # More than the window (1,000 events) later, the missed events are gone: the page reloads its live part. The
+    # journal publishes each write's events after answering it (one per language): wait until the last is out, as
+    # the post's page says (its position is read per request).
     for number in range(1005):
         patch_post(server, token, post_id, {"content": f"edit {number}"})
+    last = int(seen[0].decode().rsplit("-", 1)[1]) + 2 + 1005
+    wait_until(lambda: published_position(server, post_id) >= last, seconds=60, what=f"event {last} published")
     gap = RawStream(server, path, [f"Last-Event-ID: {seen[0].decode()}"])
     reload = gap.read_until(b"</turbo-stream>\n\n")
     assert b'<turbo-frame id="posts-live" src="#" target="_top" data-live-reload>' in reload
