@@ -40,12 +40,19 @@ let package = Package(
         .package(url: "https://github.com/JohnSundell/Ink.git", from: "0.6.0"),
     ],
     targets: [
-        // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function.
-        .target(name: "CCurlSMTP", linkerSettings: [.linkedLibrary("curl")]),
+        // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function. The shim
+        // loads libcurl at the first mail (dlopen): only its headers are needed to build.
+        .target(name: "CCurlSMTP"),
         // Pictures through libvips (Debian's libvips-dev), as Rails' image_processing uses it; its options go through
-        // variadic C functions, which the shim calls.
-        .systemLibrary(name: "CVipsSystem", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
-        .target(name: "CVips", dependencies: ["CVipsSystem"]),
+        // variadic C functions, which the shim calls. The shim loads libvips at the first picture (dlopen), so only
+        // the headers are needed to build: libvips' own and GLib's (pkg-config's flags would also link it).
+        .target(
+            name: "CVips",
+            cSettings: [.unsafeFlags([
+                "-I/usr/include/glib-2.0",
+                "-I/usr/lib/x86_64-linux-gnu/glib-2.0/include", "-I/usr/lib/aarch64-linux-gnu/glib-2.0/include",
+            ])]
+        ),
         .target(
             name: "Foyer",
             dependencies: [

@@ -1,54 +1,121 @@
+#include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 #include <vips/vips.h>
 #include "CVips.h"
 
+// libvips and the hundred libraries it needs (GLib, librsvg, poppler, OpenEXR…) are loaded at the first picture,
+// not when Foyer starts: mapping and linking them was most of a start-up that uploads nothing, and 17 MB of every
+// instance's memory. Every function of it used below goes through `lib`, filled by `load` from the library itself.
+#define VIPS_FUNCTIONS(X) \
+    X(vips_init) \
+    X(vips_version) \
+    X(vips_error_buffer) \
+    X(vips_error_clear) \
+    X(g_log_set_handler) \
+    X(vips_block_untrusted_set) \
+    X(vips_cache_set_max) \
+    X(vips_cache_set_max_mem) \
+    X(vips_concurrency_set) \
+    X(vips_foreign_find_load_buffer) \
+    X(vips_image_new_from_buffer) \
+    X(vips_image_get_width) \
+    X(vips_image_get_height) \
+    X(vips_image_get_page_height) \
+    X(vips_image_get_bands) \
+    X(vips_image_get_format) \
+    X(vips_image_hasalpha) \
+    X(g_object_ref) \
+    X(g_object_unref) \
+    X(g_free) \
+    X(vips_colourspace) \
+    X(vips_array_double_newv) \
+    X(vips_flatten) \
+    X(vips_area_unref) \
+    X(vips_cast_uchar) \
+    X(vips_image_write_to_memory) \
+    X(vips_image_new_from_memory_copy) \
+    X(vips_jpegsave_buffer) \
+    X(vips_webpsave_buffer) \
+    X(vips_thumbnail_buffer) \
+    X(vips_resize) \
+    X(vips_thread_shutdown)
+
+static struct {
+#define FIELD(name) __typeof__(name) *name;
+    VIPS_FUNCTIONS(FIELD)
+#undef FIELD
+} lib;
+
+static int load(char *error, size_t error_size) {
+    // libvips 8's soname since 8.0.
+    void *handle = dlopen("libvips.so.42", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        snprintf(error, error_size, "%s", dlerror());
+        return -1;
+    }
+#define LOAD(name) \
+    if (!(lib.name = dlsym(handle, #name))) { \
+        snprintf(error, error_size, "libvips has no %s", #name); \
+        return -1; \
+    }
+    VIPS_FUNCTIONS(LOAD)
+#undef LOAD
+    return 0;
+}
+
 static void take_error(char *error, size_t error_size) {
-    const char *message = vips_error_buffer();
+    const char *message = lib.vips_error_buffer();
     snprintf(error, error_size, "%s", message && *message ? message : "libvips failed");
     // The buffer is shared by every thread: clear it so the next picture starts clean.
-    vips_error_clear();
+    lib.vips_error_clear();
 }
 
 // A refused upload is answered to its sender; libvips' own warnings about it need not fill the server's log.
 static void ignore_warning(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {}
 
-int foyer_vips_start(int threads) {
-    if (VIPS_INIT("foyer")) return -1;
-    g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, ignore_warning, NULL);
-    vips_block_untrusted_set(TRUE);
-    vips_cache_set_max(0);
-    vips_cache_set_max_mem(0);
-    vips_concurrency_set(threads);
+int foyer_vips_start(int threads, char *error, size_t error_size) {
+    if (load(error, error_size)) return -1;
+    // What VIPS_INIT checks: the library loaded is the one these headers describe.
+    if (lib.vips_version(0) != VIPS_MAJOR_VERSION || lib.vips_init("foyer")) {
+        snprintf(error, error_size, "libvips %d.%d could not be started", lib.vips_version(0), lib.vips_version(1));
+        return -1;
+    }
+    lib.g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, ignore_warning, NULL);
+    lib.vips_block_untrusted_set(TRUE);
+    lib.vips_cache_set_max(0);
+    lib.vips_cache_set_max_mem(0);
+    lib.vips_concurrency_set(threads);
     return 0;
 }
 
 const char *foyer_vips_loader(const void *bytes, size_t length) {
-    const char *loader = vips_foreign_find_load_buffer(bytes, length);
-    if (!loader) vips_error_clear();
+    const char *loader = lib.vips_foreign_find_load_buffer(bytes, length);
+    if (!loader) lib.vips_error_clear();
     return loader;
 }
 
 int foyer_vips_header(const void *bytes, size_t length, int *width, int *height, char *error, size_t error_size) {
-    VipsImage *image = vips_image_new_from_buffer(bytes, length, "", "access", VIPS_ACCESS_SEQUENTIAL, NULL);
+    VipsImage *image = lib.vips_image_new_from_buffer(bytes, length, "", "access", VIPS_ACCESS_SEQUENTIAL, NULL);
     if (!image) {
         take_error(error, error_size);
         return -1;
     }
-    *width = vips_image_get_width(image);
-    *height = vips_image_get_page_height(image);
-    g_object_unref(image);
+    *width = lib.vips_image_get_width(image);
+    *height = lib.vips_image_get_page_height(image);
+    lib.g_object_unref(image);
     return 0;
 }
 
 // `image` as sRGB with no alpha (JPEG has none; a transparent area becomes white), 8 bits a band.
 static int flattened_srgb(VipsImage *image, VipsImage **out) {
     VipsImage *srgb = NULL;
-    if (vips_colourspace(image, &srgb, VIPS_INTERPRETATION_sRGB, NULL)) return -1;
-    if (vips_image_hasalpha(srgb)) {
-        VipsArrayDouble *white = vips_array_double_newv(3, 255.0, 255.0, 255.0);
-        int failed = vips_flatten(srgb, out, "background", white, NULL);
-        vips_area_unref(VIPS_AREA(white));
-        g_object_unref(srgb);
+    if (lib.vips_colourspace(image, &srgb, VIPS_INTERPRETATION_sRGB, NULL)) return -1;
+    if (lib.vips_image_hasalpha(srgb)) {
+        VipsArrayDouble *white = lib.vips_array_double_newv(3, 255.0, 255.0, 255.0);
+        int failed = lib.vips_flatten(srgb, out, "background", white, NULL);
+        lib.vips_area_unref(VIPS_AREA(white));
+        lib.g_object_unref(srgb);
         return failed;
     }
     *out = srgb;
@@ -59,31 +126,31 @@ static int flattened_srgb(VipsImage *image, VipsImage **out) {
 // (libvips 8.14's webpsave keeps EXIF even when told to strip).
 static VipsImage *pixels_only(VipsImage *image) {
     VipsImage *bytes = NULL;
-    if (vips_image_get_format(image) != VIPS_FORMAT_UCHAR) {
-        if (vips_cast_uchar(image, &bytes, NULL)) return NULL;
+    if (lib.vips_image_get_format(image) != VIPS_FORMAT_UCHAR) {
+        if (lib.vips_cast_uchar(image, &bytes, NULL)) return NULL;
     } else {
         bytes = image;
-        g_object_ref(bytes);
+        (lib.g_object_ref)(bytes);
     }
     size_t size = 0;
-    void *pixels = vips_image_write_to_memory(bytes, &size);
-    VipsImage *bare = pixels ? vips_image_new_from_memory_copy(pixels, size, vips_image_get_width(bytes),
-                                                                vips_image_get_height(bytes), vips_image_get_bands(bytes),
+    void *pixels = lib.vips_image_write_to_memory(bytes, &size);
+    VipsImage *bare = pixels ? lib.vips_image_new_from_memory_copy(pixels, size, lib.vips_image_get_width(bytes),
+                                                                lib.vips_image_get_height(bytes), lib.vips_image_get_bands(bytes),
                                                                 VIPS_FORMAT_UCHAR)
                              : NULL;
-    g_free(pixels);
-    g_object_unref(bytes);
+    lib.g_free(pixels);
+    lib.g_object_unref(bytes);
     return bare;
 }
 
 static int encode(VipsImage *image, int jpeg_quality, int webp_quality, foyer_vips_file *jpeg, foyer_vips_file *webp) {
-    jpeg->width = webp->width = vips_image_get_width(image);
-    jpeg->height = webp->height = vips_image_get_height(image);
-    if (vips_jpegsave_buffer(image, &jpeg->bytes, &jpeg->length, "Q", jpeg_quality, "strip", TRUE,
+    jpeg->width = webp->width = lib.vips_image_get_width(image);
+    jpeg->height = webp->height = lib.vips_image_get_height(image);
+    if (lib.vips_jpegsave_buffer(image, &jpeg->bytes, &jpeg->length, "Q", jpeg_quality, "strip", TRUE,
                              "optimize_coding", TRUE, "interlace", TRUE, NULL)) return -1;
     // effort 2, not libvips' 4: a 1600 px page took 80 ms instead of 190 (the largest part of an upload), and came
     // out no larger on a photo and on a drawing.
-    if (vips_webpsave_buffer(image, &webp->bytes, &webp->length, "Q", webp_quality, "strip", TRUE, "effort", 2, NULL)) return -1;
+    if (lib.vips_webpsave_buffer(image, &webp->bytes, &webp->length, "Q", webp_quality, "strip", TRUE, "effort", 2, NULL)) return -1;
     return 0;
 }
 
@@ -97,19 +164,19 @@ int foyer_vips_variants_make(
     // Shrink-on-load where the format has it (JPEG, WebP, HEIF): a 48-megapixel photo is never whole in memory.
     // Orientation is applied, an embedded colour profile turned into sRGB. A truncated file fails (8.14's
     // thumbnail takes `fail_on` only through the loader's option string).
-    if (vips_thumbnail_buffer((void *)bytes, length, &shrunk, page_side, "height", page_side, "size", VIPS_SIZE_DOWN,
+    if (lib.vips_thumbnail_buffer((void *)bytes, length, &shrunk, page_side, "height", page_side, "size", VIPS_SIZE_DOWN,
                               "option_string", "fail_on=truncated", NULL)) goto done;
     if (flattened_srgb(shrunk, &flat)) goto done;
     // Decoded once, into memory: both formats and the thumbnail are made from these pixels alone.
     page = pixels_only(flat);
     if (!page) goto done;
     if (encode(page, jpeg_quality, webp_quality, &out->page_jpeg, &out->page_webp)) goto done;
-    int side = vips_image_get_width(page) > vips_image_get_height(page) ? vips_image_get_width(page) : vips_image_get_height(page);
+    int side = lib.vips_image_get_width(page) > lib.vips_image_get_height(page) ? lib.vips_image_get_width(page) : lib.vips_image_get_height(page);
     if (side > thumbnail_side) {
-        if (vips_resize(page, &thumbnail, (double)thumbnail_side / side, NULL)) goto done;
+        if (lib.vips_resize(page, &thumbnail, (double)thumbnail_side / side, NULL)) goto done;
     } else {
         thumbnail = page;
-        g_object_ref(thumbnail);
+        (lib.g_object_ref)(thumbnail);
     }
     if (encode(thumbnail, jpeg_quality, webp_quality, &out->thumbnail_jpeg, &out->thumbnail_webp)) goto done;
     failed = 0;
@@ -118,19 +185,19 @@ done:
         take_error(error, error_size);
         foyer_vips_variants_free(out);
     }
-    if (thumbnail) g_object_unref(thumbnail);
-    if (page) g_object_unref(page);
-    if (flat) g_object_unref(flat);
-    if (shrunk) g_object_unref(shrunk);
+    if (thumbnail) lib.g_object_unref(thumbnail);
+    if (page) lib.g_object_unref(page);
+    if (flat) lib.g_object_unref(flat);
+    if (shrunk) lib.g_object_unref(shrunk);
     // Per-thread buffers libvips keeps for the work just done.
-    vips_thread_shutdown();
+    lib.vips_thread_shutdown();
     return failed;
 }
 
 void foyer_vips_variants_free(foyer_vips_variants *variants) {
     foyer_vips_file *files[] = {&variants->page_jpeg, &variants->page_webp, &variants->thumbnail_jpeg, &variants->thumbnail_webp};
     for (int i = 0; i < 4; i++) {
-        g_free(files[i]->bytes);
+        lib.g_free(files[i]->bytes);
         files[i]->bytes = NULL;
         files[i]->length = 0;
     }

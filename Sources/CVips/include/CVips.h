@@ -6,9 +6,10 @@
 // Pictures through libvips. Its options are passed to variadic C functions, which Swift cannot call: this shim
 // makes the calls and hands back plain bytes. Every function is safe to call from several threads at once.
 
-// Starts libvips once: untrusted loaders (SVG, PDF, ImageMagick…) blocked, the operation cache off (every picture
-// is new), `threads` worker threads per picture. 0 on success.
-int foyer_vips_start(int threads);
+// Loads and starts libvips once: untrusted loaders (SVG, PDF, ImageMagick…) blocked, the operation cache off (every
+// picture is new), `threads` worker threads per picture. 0 on success; else `error` says why. Call it before any
+// other function here.
+int foyer_vips_start(int threads, char *error, size_t error_size);
 
 // The loader libvips would pick for these bytes (e.g. "VipsForeignLoadJpegBuffer"), or NULL.
 const char *foyer_vips_loader(const void *bytes, size_t length);

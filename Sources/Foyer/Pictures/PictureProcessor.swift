@@ -17,9 +17,13 @@ struct PictureProcessor: Sendable {
         return pool
     }()
 
-    /// libvips started once: untrusted loaders off, no operation cache, one worker thread per picture (the pool
-    /// is the parallelism).
-    private static let started: Bool = foyer_vips_start(1) == 0
+    /// libvips loaded and started at the first picture: untrusted loaders off, no operation cache, one worker
+    /// thread per picture (the pool is the parallelism). Nil once started; else why it could not be.
+    private static let startFailure: String? = {
+        var error = [CChar](repeating: 0, count: 512)
+        guard foyer_vips_start(1, &error, error.count) != 0 else { return nil }
+        return String(decoding: error.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
 
     private static let underWay = NIOLockedValueBox(0)
 
@@ -43,7 +47,7 @@ struct PictureProcessor: Sendable {
     }
 
     private static func make(_ bytes: ByteBuffer, format: PictureFormat, alt: String) throws -> NewPicture {
-        guard started else { throw AppError(.internalServerError, message: "libvips could not be started.") }
+        if let startFailure { throw AppError(.internalServerError, message: "libvips could not be started: \(startFailure)") }
         return try bytes.withUnsafeReadableBytes { buffer throws -> NewPicture in
             let (base, length) = (buffer.baseAddress, buffer.count)
             // libvips' own sniffing must agree: bytes that fooled ours still reach no other decoder.
