@@ -337,9 +337,9 @@ struct Serve: AsyncParsableCommand {
             email: environment["FOYER_DEMO_EMAIL"] ?? "demo@foyer.local",
             password: environment["FOYER_DEMO_PASSWORD"]
         )
-        let store = try await common.openStore(logLevel: config.logLevel)
+        let (common, logLevel) = (common, config.logLevel)
         do {
-            let app = try await buildApplication(config, store: store)
+            let app = try await buildApplication(config) { _ in try await common.openStore(logLevel: logLevel) }
             // Until SIGTERM or SIGINT is drained (FoyerApplication.run).
             try await app.run()
         } catch let error as StartupError {

@@ -233,7 +233,7 @@ import Testing
                 #expect(response.text.contains(#"<p id="post_\#(id)_changed" data-version="1" hidden></p>"#))
             }
         }
-        let views = try await Views(
+        let views = try Views(
             directory: packageRoot + "/Templates", turboScriptURL: "/turbo.min.js", offline: false, languages: try Languages.bundled()
         )
         let store = try await Store.fresh(.sqlite)

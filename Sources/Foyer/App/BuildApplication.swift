@@ -2,18 +2,31 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 
-/// Wiring only: makes what the features share, then the features, then the router over them.
 /// Pass `store` to share one already open (tests do); otherwise the configured database is opened and migrated.
+public func buildApplication(_ config: FoyerConfig, store: Store? = nil) async throws -> some ApplicationProtocol {
+    try await buildApplication(config) { logger in
+        if let store { store } else { try await Store.open(config.databasePath, logger: logger) }
+    }
+}
+
+/// Wiring only: makes what the features share, then the features, then the router over them. `openingStore`
+/// opens the database (a fresh one migrated) while the catalogs are read and the templates compiled: neither needs
+/// the other, and each was about a third of start-up.
 public func buildApplication(
-    _ config: FoyerConfig, store: Store? = nil
+    _ config: FoyerConfig, openingStore: @escaping @Sendable (Logger) async throws -> Store
 ) async throws -> some ApplicationProtocol {
-    var logger = Logger(label: "foyer", metadataProvider: RequestTrace.metadataProvider)
-    logger.logLevel = config.logLevel
-    let store = if let store { store } else { try await Store.open(config.databasePath, logger: logger) }
+    let logger = {
+        var logger = Logger(label: "foyer", metadataProvider: RequestTrace.metadataProvider)
+        logger.logLevel = config.logLevel
+        return logger
+    }()
+    // Both wait at once (the views on the blocking-work pool, the store there too or on PostgreSQL).
+    async let views = Foundations.views(config)
+    let store = try await openingStore(logger)
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let providerSettings = try ConfiguredProviders.all(config: config, keycloak: keycloakSettings)
-    let app = try await Foundations(config: config, store: store, logger: logger, mobileServices: mobileServices)
+    let app = try await Foundations(config: config, store: store, logger: logger, mobileServices: mobileServices, views: try await views)
 
     let push = try PushFeature(app)
     let sessions = SessionsFeature(app, ending: push.sessionEnding)

@@ -1,4 +1,5 @@
 import Logging
+import NIOPosix
 import ServiceLifecycle
 
 /// What every feature builds on, made once by `buildApplication`: settings, logging, metrics, the store, the
@@ -17,7 +18,8 @@ final class Foundations {
     let drain: Drain
     private(set) var services: [any Service]
 
-    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?) async throws {
+    /// `views`: made beforehand by `Foundations.views(config)`; made here when nil.
+    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?, views: Views? = nil) async throws {
         (self.config, self.store, self.logger, self.mobileServices) = (config, store, logger, mobileServices)
         metrics = config.metrics ?? FoyerMetrics()
         services = []
@@ -29,10 +31,9 @@ final class Foundations {
         } else {
             cluster = nil
         }
-        let languages = try Languages.bundled(defaultTag: config.defaultLocale)
-        views = try await Views(
-            directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline, languages: languages
-        )
+        let views = if let views { views } else { try await Self.views(config) }
+        self.views = views
+        let languages = views.languages
         let metrics = self.metrics
         drain = Drain(settings: config.deploy)
         streams = LiveStreams(
@@ -43,6 +44,18 @@ final class Foundations {
         try await streams.loadJournal()
         services.append(LiveHeartbeatService(streams: streams))
         services.append(LiveJournalService(streams: streams))
+    }
+
+    /// The catalogs read and the default language's templates compiled: needs no store, so `buildApplication` makes
+    /// them while the database opens. On the blocking-work pool: the global executor is the event loops, and tens of
+    /// milliseconds of compiling there kept the database's own start waiting behind it.
+    static func views(_ config: FoyerConfig) async throws -> Views {
+        try await NIOThreadPool.singleton.runIfActive {
+            let languages = try Languages.bundled(defaultTag: config.defaultLocale)
+            return try Views(
+                directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline, languages: languages
+            )
+        }
     }
 
     /// Runs `service` with the application, started in the order added.

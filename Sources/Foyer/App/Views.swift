@@ -82,7 +82,7 @@ public struct Views: Sendable {
         }
     }
 
-    init(directory: String, turboScriptURL: String, offline: Bool, languages: Languages) async throws {
+    init(directory: String, turboScriptURL: String, offline: Bool, languages: Languages) throws {
         self.offline = offline
         self.languages = languages
         let templates = try Self.templates(in: directory)

@@ -1,5 +1,6 @@
 import GRDB
 import Logging
+import NIOPosix
 
 /// Where Foyer keeps what it owns: one instance's SQLite file (through GRDB), or a PostgreSQL server that
 /// several instances share. Each repository has a storage protocol with one implementation for each.
@@ -20,7 +21,9 @@ extension Store {
     /// Opens what `--database` names and brings its schema up to date.
     public static func open(_ location: String, logger: Logger) async throws -> Store {
         switch try StoreLocation(location) {
-        case .sqlite(let path): .sqlite(try SQLiteStore.openAndMigrate(path: path))
+        // On the blocking-work pool: the global executor is the event loops, and a fresh database's migrations
+        // would hold one of them (and whatever start-up runs beside them) for tens of milliseconds.
+        case .sqlite(let path): .sqlite(try await NIOThreadPool.singleton.runIfActive { try SQLiteStore.openAndMigrate(path: path) })
         case .postgres(let location): .postgres(try await PostgresStore.open(location, logger: logger))
         }
     }
