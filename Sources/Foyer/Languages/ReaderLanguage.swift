@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// One request's language, shared by every copy of its context: the account's setting once authentication knows
 /// it, and the language chosen, once, for everything the request says. The error middleware sits outside
@@ -9,21 +9,22 @@ public final class ReaderLanguage: Sendable {
         var chosen: Language?
     }
 
-    private let state = NIOLockedValueBox(State())
+    // A Mutex lives inside the object: one allocation a request, where a locked box was a second.
+    private let state = Mutex(State())
 
     public init() {}
 
     /// The signed-in account's setting (nil: it has none).
     func signedIn(locale: String?) {
-        state.withLockedValue { $0 = State(accountLocale: locale, chosen: nil) }
+        state.withLock { $0 = State(accountLocale: locale, chosen: nil) }
     }
 
     /// The language chosen for this request, choosing it the first time from the account's setting.
     func language(choosing choose: (_ accountLocale: String?) -> Language) -> Language {
-        let (locale, chosen) = state.withLockedValue { ($0.accountLocale, $0.chosen) }
+        let (locale, chosen) = state.withLock { ($0.accountLocale, $0.chosen) }
         if let chosen { return chosen }
         let language = choose(locale)
-        state.withLockedValue { $0.chosen = language }
+        state.withLock { $0.chosen = language }
         return language
     }
 }
