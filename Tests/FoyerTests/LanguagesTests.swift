@@ -58,6 +58,28 @@ import Testing
         #expect(catalog.messages["seconds"] == .plural(["{{count}} segundo", "{{count}} segundos"]))
     }
 
+    @Test func theWordsScriptsShowAreJSONThatCannotEndTheirScriptElement() throws {
+        let catalog = try Catalog(po: #"""
+            msgid ""
+            msgstr ""
+            "Language: en\n"
+            "Plural-Forms: nplurals=2; plural=(n != 1);\n"
+
+            msgid "js.quoted"
+            msgstr "She said \"</script><b>\" \\ then\nleft"
+
+            msgid "tasks.status.open"
+            msgstr "Open"
+
+            msgid "posts.title"
+            msgstr "Posts"
+            """#)
+        let words = Language(index: 0, catalog: catalog).scriptWords
+        #expect(!words.contains("<"), "\(words)")
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(words.utf8)) as? [String: String])
+        #expect(parsed == ["quoted": "She said \"</script><b>\" \\ then\nleft", "tasks.status.open": "Open"])
+    }
+
     @Test(arguments: [
         ("msgid \"a\"\nmsgstr \"b\"", "no header"),
         ("msgid \"\"\nmsgstr \"Plural-Forms: nplurals=1; plural=0;\\n\"", "names no Language"),

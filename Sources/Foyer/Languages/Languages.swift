@@ -40,29 +40,11 @@ final class Language: Sendable, CustomStringConvertible {
         var json = "{"
         for (index, key) in words.keys.sorted().enumerated() {
             if index > 0 { json += "," }
-            Self.appendJSONString(key, to: &json)
+            JSONString.append(key, to: &json, escapingLessThan: true)
             json += ":"
-            Self.appendJSONString(words[key]!, to: &json)
+            JSONString.append(words[key]!, to: &json, escapingLessThan: true)
         }
         return json + "}"
-    }
-
-    /// `text` as a JSON string; `<` too is escaped, so the JSON can sit inside a `<script>` element.
-    private static func appendJSONString(_ text: String, to json: inout String) {
-        json += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": json += "\\\""
-            case "\\": json += "\\\\"
-            case "\n": json += "\\n"
-            case "\r": json += "\\r"
-            case "\t": json += "\\t"
-            case "<": json += "\\u003c"
-            case _ where scalar.value < 0x20: json += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: json.unicodeScalars.append(scalar)
-            }
-        }
-        json += "\""
     }
 
     /// A message, its `{{placeholders}}` filled from `values` (a placeholder with no value is left empty).

@@ -130,35 +130,17 @@ struct JSONLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { fields.merge(provided) { explicit, _ in explicit } }
         if let given = event.metadata { fields.merge(given) { _, given in given } }
         var line = "{\"time\":\"\(Self.timestamp())\",\"level\":\"\(event.level.rawValue)\",\"label\":"
-        Self.appendQuoted(label, to: &line)
+        JSONString.append(label, to: &line)
         line += ",\"message\":"
-        Self.appendQuoted(event.message.description, to: &line)
+        JSONString.append(event.message.description, to: &line)
         for (key, value) in fields.sorted(by: { $0.key < $1.key }) where !["time", "level", "label", "message"].contains(key) {
             line += ","
-            Self.appendQuoted(key, to: &line)
+            JSONString.append(key, to: &line)
             line += ":"
-            Self.appendQuoted(value.description, to: &line)
+            JSONString.append(value.description, to: &line)
         }
         line += "}\n"
         Self.output.emit(line)
-    }
-
-    static func appendQuoted(_ text: String, to line: inout String) {
-        line += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": line += "\\\""
-            case "\\": line += "\\\\"
-            case "\n": line += "\\n"
-            case "\r": line += "\\r"
-            case "\t": line += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                line += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
-        line += "\""
     }
 
     /// UTC with milliseconds, without a formatter on every line.
