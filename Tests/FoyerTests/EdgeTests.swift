@@ -203,42 +203,63 @@ final class RawConnection: @unchecked Sendable {
     }
 
     private let channel: any Channel
+    private let collector: Collector
     private var iterator: AsyncStream<ByteBuffer>.AsyncIterator
 
-    private init(channel: any Channel, received: AsyncStream<ByteBuffer>) {
+    private init(channel: any Channel, collector: Collector, received: AsyncStream<ByteBuffer>) {
         self.channel = channel
+        self.collector = collector
         iterator = received.makeAsyncIterator()
     }
 
-    /// Hands what arrives to a stream, which ends when the connection does.
+    /// Writes the first bytes as soon as the connection is up and hands what arrives to a stream, which ends when the
+    /// connection does. Both happen on the event loop: with every suite at once on two cores, a test task resumed
+    /// after the connect was once late by more than the server's 400 ms header timeout, which then closed a silent
+    /// connection before the request was even sent (four edge tests failed together in CI).
     private final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
         let received: AsyncStream<ByteBuffer>.Continuation
-        init(_ received: AsyncStream<ByteBuffer>.Continuation) { self.received = received }
+        let first: ByteBuffer?
+        /// When the connection ended, read on the loop, so a late task does not count its own delay.
+        let ended = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+        /// Set when this side closes it (a read's time ran out), so that is not taken for the server's close.
+        let closedHere = NIOLockedValueBox(false)
+        init(_ received: AsyncStream<ByteBuffer>.Continuation, first: ByteBuffer?) {
+            self.received = received
+            self.first = first
+        }
+        func channelActive(context: ChannelHandlerContext) {
+            if let first { context.writeAndFlush(wrapOutboundOut(first), promise: nil) }
+            context.fireChannelActive()
+        }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) { received.yield(unwrapInboundIn(data)) }
-        func channelInactive(context: ChannelHandlerContext) { received.finish() }
+        func channelInactive(context: ChannelHandlerContext) {
+            ended.withLockedValue { $0 = ContinuousClock.now }
+            received.finish()
+        }
     }
 
-    static func open(port: Int) async throws -> RawConnection {
+    static func open(port: Int, sending first: String? = nil) async throws -> RawConnection {
         let (received, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+        let collector = Collector(continuation, first: first.map { ByteBuffer(string: $0) })
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(continuation)) } }
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
             .connect(host: "127.0.0.1", port: port).get()
-        return RawConnection(channel: channel, received: received)
+        return RawConnection(channel: channel, collector: collector, received: received)
     }
 
     /// Sends `text` (if any) and reads until the server closes, or `until` appears, or 5 seconds pass.
     static func exchange(
         port: Int, _ text: String, until marker: String? = nil, keepOpen: Bool = false, within limit: Duration = .seconds(5)
     ) async throws -> Answer {
-        // From before the connect: the server's timers start when it accepts, so a task resumed late after the connect
-        // (every suite at once on two cores) would measure a timeout's close as shorter than it was.
+        // From before the connect: the server's timers start when it accepts.
         let start = ContinuousClock.now
-        let connection = try await open(port: port)
-        if !text.isEmpty { try? await connection.channel.writeAndFlush(ByteBuffer(string: text)) }
+        let connection = try await open(port: port, sending: text.isEmpty ? nil : text)
         let (raw, closed) = try await connection.read(until: marker, within: limit)
+        let end = closed ? connection.collector.ended.withLockedValue { $0 } ?? ContinuousClock.now : ContinuousClock.now
         if !keepOpen || closed { try? await connection.close() }
-        let elapsed = ContinuousClock.now - start
+        let elapsed = end - start
         return Answer(
             raw: raw, closed: closed, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             connection: keepOpen && !closed ? connection : nil
@@ -264,17 +285,18 @@ final class RawConnection: @unchecked Sendable {
 
     private func read(until marker: String?, within limit: Duration) async throws -> (text: String, closed: Bool) {
         var received = ""
-        let deadline = ContinuousClock.now + limit
         let channel = channel
+        let closedHere = collector.closedHere
         let timer = Task {
-            try await Task.sleep(until: deadline)
+            try await Task.sleep(for: limit)
+            closedHere.withLockedValue { $0 = true }
             try await channel.close()
         }
         defer { timer.cancel() }
         var closed = false
         while true {
             guard let chunk = await iterator.next() else {
-                closed = ContinuousClock.now < deadline
+                closed = !closedHere.withLockedValue { $0 }
                 break
             }
             received += String(buffer: chunk)
