@@ -25,7 +25,7 @@ struct HTTPConnection {
         let (inbound, outbound) = http.parts
         do {
             let handover = ConnectionHandover(channel: channel)
-            try await withTaskExecutorPreference(EventLoopTaskExecutor(channel.eventLoop)) {
+            try await withTaskExecutorPreference(EventLoopTaskExecutor.on(channel.eventLoop)) {
                 try await withTaskCancellationHandler {
                     try await requests(from: inbound, answeredOn: outbound, channel: channel, handover: handover, logger: logger)
                 } onCancel: {
@@ -257,15 +257,59 @@ extension AsyncChannelHalves {
 /// itself again to get the generic one back (`swift_task_switch`, 7 % of a proxied GraphQL request). With a task
 /// executor preference the generic serial executor stays current and nothing is queued again; the task still runs
 /// on the thread that reads and writes its connection.
-final class EventLoopTaskExecutor: TaskExecutor {
+///
+/// One per event loop, for the process's life. Jobs wait in its own queue, which one closure made once drains: giving
+/// the loop a closure per job allocated its context every time (as NIO's own executor did until swift-nio #2538).
+final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     let eventLoop: any EventLoop
 
-    init(_ eventLoop: any EventLoop) {
+    private struct Queued {
+        var jobs: [UnownedJob] = []
+        var drainScheduled = false
+    }
+
+    private let queued = Mutex(Queued())
+    /// The jobs a drain runs; swapped with the queue's array, so neither is reallocated. Only touched on the loop.
+    private var running: [UnownedJob] = []
+    /// Made once: the loop is given this same closure for every drain.
+    private var drainOnLoop: (@Sendable () -> Void)!
+
+    private init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
+        drainOnLoop = { [self] in drain() }
+    }
+
+    private static let perLoop = Mutex<[ObjectIdentifier: EventLoopTaskExecutor]>([:])
+
+    /// The executor of `eventLoop`, made the first time it is asked for.
+    static func on(_ eventLoop: any EventLoop) -> EventLoopTaskExecutor {
+        perLoop.withLock { executors in
+            if let executor = executors[ObjectIdentifier(eventLoop)] { return executor }
+            let executor = EventLoopTaskExecutor(eventLoop)
+            executors[ObjectIdentifier(eventLoop)] = executor
+            return executor
+        }
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        let schedule = queued.withLock { queued in
+            queued.jobs.append(job)
+            defer { queued.drainScheduled = true }
+            return !queued.drainScheduled
+        }
+        if schedule { eventLoop.execute(drainOnLoop) }
+    }
+
+    /// Runs the jobs queued before it began. One queued while it runs waits for the next drain, behind whatever the
+    /// loop was given meanwhile, as it would have with a closure of its own.
+    private func drain() {
+        queued.withLock { queued in
+            swap(&queued.jobs, &running)
+            queued.drainScheduled = false
+        }
+        let executor = asUnownedTaskExecutor()
+        for job in running { job.runSynchronously(on: executor) }
+        running.removeAll(keepingCapacity: true)
     }
 }

@@ -70,7 +70,7 @@ struct HTTP2Connection {
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await stream in streams.inbound {
                         group.addTask {
-                            await withTaskExecutorPreference(EventLoopTaskExecutor(stream.channel.eventLoop)) {
+                            await withTaskExecutorPreference(EventLoopTaskExecutor.on(stream.channel.eventLoop)) {
                                 await answer(stream, logger: logger)
                             }
                         }
