@@ -38,12 +38,28 @@ struct RequestLogMiddleware: RouterMiddleware {
         metrics.recordRequest(
             route: Self.route(of: request, context), method: request.method, status: response.status, duration: duration
         )
-        // Tenths of a millisecond, without Foundation's slow String(format:) on every request.
-        let tenths = Int((duration / .milliseconds(1) * 10).rounded())
-        context.logger.info(
-            "\(request.method) \(request.uri.path) \(response.status.code) \(tenths / 10).\(tenths % 10)ms", metadata: trace.logMetadata
-        )
+        context.logger.info(Logger.Message(stringLiteral: Self.line(request, response.status, duration)), metadata: trace.logMetadata)
         return response
+    }
+
+    /// `GET /up 200 0.1ms`: written into one string made the right size (interpolated, it grew three times), in
+    /// tenths of a millisecond without Foundation's slow `String(format:)`.
+    static func line(_ request: Request, _ status: HTTPResponse.Status, _ duration: Duration) -> String {
+        let tenths = Int((duration / .milliseconds(1) * 10).rounded())
+        let path = request.uri.path
+        var line = ""
+        line.reserveCapacity(request.method.rawValue.utf8.count + path.utf8.count + 24)
+        line += request.method.rawValue
+        line += " "
+        line += path
+        line += " "
+        line += String(status.code)
+        line += " "
+        line += String(tenths / 10)
+        line += "."
+        line += String(tenths % 10)
+        line += "ms"
+        return line
     }
 
     /// The pattern of the route that answered, e.g. `/posts/{id}`. Requests no route took are files from

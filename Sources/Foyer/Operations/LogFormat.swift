@@ -62,7 +62,11 @@ struct TextLogHandler: LogHandler {
             fields["error.message"] = "\(error)"
             fields["error.type"] = "\(String(reflecting: type(of: error)))"
         }
-        var line = timestamp
+        let message = event.message.description
+        // Room for the whole line at once: grown append by append, it was reallocated three or four times.
+        var line = ""
+        line.reserveCapacity(timestamp.utf8.count + label.utf8.count + message.utf8.count + 40 + fields.count * 56)
+        line += timestamp
         line += " "
         line += event.level.rawValue
         if !label.isEmpty { line += " " }
@@ -77,7 +81,7 @@ struct TextLogHandler: LogHandler {
         line += " ["
         line += event.source
         line += "] "
-        line += event.message.description
+        line += message
         line += "\n"
         return line
     }

@@ -23,12 +23,12 @@ struct RequestTrace: Sendable {
 
     init(requestID: String, traceparent: String?, traceState: String?) {
         self.requestID = requestID
-        spanID = Self.randomHex(Self.ids.next())
+        spanID = Self.hex(Self.ids.next())
         if let caller = traceparent.flatMap(Self.parse) {
             (traceID, flags) = caller
             self.traceState = traceState
         } else {
-            traceID = Self.randomHex(Self.ids.next()) + Self.randomHex(Self.ids.next())
+            traceID = Self.hex(Self.ids.next(), Self.ids.next())
             flags = "01"
             self.traceState = nil
         }
@@ -51,7 +51,7 @@ struct RequestTrace: Sendable {
     }
 
     /// 32 hex digits, as Hummingbird's request ids were.
-    static func newRequestID() -> String { randomHex(ids.next()) + randomHex(ids.next()) }
+    static func newRequestID() -> String { hex(ids.next(), ids.next()) }
 
     /// Ids need to be unique, not secret: a fast generator seeded once from the system's, instead of a
     /// getrandom system call for each of the three 64-bit numbers every request takes.
@@ -103,8 +103,21 @@ struct RequestTrace: Sendable {
         text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
-    private static func randomHex(_ value: UInt64) -> String {
-        withUnsafeBytes(of: value.bigEndian) { $0.hexString }
+    /// 16 lowercase hex digits for `first`, 16 more for `second` if given: written straight into the string, its
+    /// only allocation (a 32-digit id made of two 16-digit strings joined took five).
+    private static func hex(_ first: UInt64, _ second: UInt64? = nil) -> String {
+        let count = second == nil ? 16 : 32
+        return String(unsafeUninitializedCapacity: count) { digits in
+            func write(_ value: UInt64, at offset: Int) {
+                for position in 0..<16 {
+                    let nibble = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * position)) & 0xF
+                    digits[offset + position] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble
+                }
+            }
+            write(first, at: 0)
+            if let second { write(second, at: 16) }
+            return count
+        }
     }
 }
 
