@@ -130,6 +130,31 @@ import Testing
         #expect(!CompressionMiddleware.acceptsGzip([]))
         #expect(!CompressionMiddleware.acceptsGzip(["deflate, br"]))
     }
+
+    @Test func compressibleTypesAreReadWithoutCaseParametersOrSpaces() {
+        for type in ["text/html", "text/html; charset=utf-8", "Text/HTML;charset=UTF-8", " application/json ", "application/problem+json", "APPLICATION/LD+JSON", "image/svg+xml"] {
+            #expect(CompressionMiddleware.isCompressible(type), "\(type)")
+        }
+        for type in [nil, "", "image/png", "text/htm", "text/html2", "application/jsonx", "json", "+jso", "text/event-stream"] {
+            #expect(!CompressionMiddleware.isCompressible(type), "\(type ?? "nil")")
+        }
+    }
+
+    @Test func varyNamesAcceptEncodingOnceWhateverItListedBefore() {
+        func vary(_ fields: [String]) -> [String] {
+            var headers = HTTPFields(fields.map { HTTPField(name: .vary, value: $0) })
+            CompressionMiddleware.varyOnAcceptEncoding(&headers)
+            return headers[values: .vary]
+        }
+        #expect(vary([]) == ["Accept-Encoding"])
+        #expect(vary(["Accept-Language"]) == ["Accept-Language, Accept-Encoding"])
+        #expect(vary(["User-Agent,accept-encoding"]) == ["User-Agent,accept-encoding"])
+        #expect(vary(["Origin", "Cookie ,\tACCEPT-ENCODING"]) == ["Origin", "Cookie ,\tACCEPT-ENCODING"])
+        #expect(vary(["*"]) == ["*"])
+        #expect(vary(["Origin", "Cookie"]) == ["Origin, Cookie, Accept-Encoding"])
+        // Named inside another field's name is not named.
+        #expect(vary(["X-Accept-Encoding-Hint"]) == ["X-Accept-Encoding-Hint, Accept-Encoding"])
+    }
 }
 
 @Suite struct RequestTraceTests {

@@ -75,7 +75,8 @@ public struct Views: Sendable {
             let pageHeaders = HTTPFields(
                 [
                     HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .contentLanguage, value: language.tag),
-                    HTTPField(name: .vary, value: "User-Agent, Accept-Language"),
+                    // Accept-Encoding as CompressionMiddleware would add it to every page.
+                    HTTPField(name: .vary, value: "User-Agent, Accept-Language, Accept-Encoding"),
                 ] + SecurityHeaderFields.onPages(turboScriptURL: turboScriptURL)
             )
             return InLanguage(library: library, layout: layout, pageHeaders: pageHeaders)
