@@ -22,7 +22,7 @@ struct PictureProcessor: Sendable {
     private static let startFailure: String? = {
         var error = [CChar](repeating: 0, count: 512)
         guard foyer_vips_start(1, &error, error.count) != 0 else { return nil }
-        return String(decoding: error.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return error.textUpToNUL
     }()
 
     private static let underWay = NIOLockedValueBox(0)
@@ -65,7 +65,7 @@ struct PictureProcessor: Sendable {
             guard foyer_vips_variants_make(
                 base, length, Int32(PictureLimits.pageSide), Int32(PictureLimits.thumbnailSide), 82, 80, &variants, &error, error.count
             ) == 0 else {
-                let message = String(decoding: error.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                let message = error.textUpToNUL
                 let reason = message.split(separator: "\n").first.map(String.init) ?? ""
                 throw PictureRefused(.unprocessableContent, "could not be read as a \(format.name) picture (it may be cut short): \(reason)")
             }
@@ -95,4 +95,11 @@ struct PictureProcessor: Sendable {
 
 extension PictureFormat {
     var name: String { self == .heif ? "HEIC" : rawValue.uppercased() }
+}
+
+extension [CChar] {
+    /// What a C function wrote into this buffer: its text up to the terminating NUL.
+    fileprivate var textUpToNUL: String {
+        String(decoding: prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
