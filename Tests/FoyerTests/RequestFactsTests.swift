@@ -41,4 +41,26 @@ import Testing
         #expect(!Request.startsIgnoringCase("multipart/form_data", with: "multipart/form-data"))
         #expect(!Request.startsIgnoringCase(nil, with: "multipart/form-data"))
     }
+
+    /// Read as Hummingbird's `cookies[name]` reads them: the first pair called so, across every Cookie field.
+    @Test func aCookieIsFoundByItsWholeNameInAnyCookieField() {
+        func cookie(_ fields: [String], _ name: String = "foyer_session") -> String? {
+            let head = HTTPRequest(
+                method: .get, scheme: "http", authority: "foyer.test", path: "/posts",
+                headerFields: HTTPFields(fields.map { HTTPField(name: .cookie, value: $0) })
+            )
+            return Request(head: head, body: .init(buffer: ByteBuffer())).cookie(named: name)
+        }
+        #expect(cookie(["foyer_session=abc"]) == "abc")
+        #expect(cookie(["theme=dark;  foyer_session=abc; other=1"]) == "abc")
+        #expect(cookie(["old_foyer_session=x; foyer_session_old=y; foyer_session=z"]) == "z", "a name is matched whole")
+        #expect(cookie(["foyer_session=first; foyer_session=second"]) == "first")
+        #expect(cookie(["theme=dark", "foyer_session=abc"]) == "abc", "in a second Cookie field")
+        #expect(cookie(["foyer_session=a=b"]) == "a=b", "the value runs to the next ;")
+        #expect(cookie(["foyer_session="]) == "")
+        #expect(cookie(["foyer_session; theme=dark"]) == nil, "a name without = names no cookie")
+        #expect(cookie(["FOYER_SESSION=abc"]) == nil, "names are matched with their case")
+        #expect(cookie([]) == nil)
+        #expect(cookie(["foyer_session=abc"], "foyer_sessio") == nil)
+    }
 }

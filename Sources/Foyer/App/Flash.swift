@@ -45,7 +45,7 @@ enum Flash: String, CaseIterable, Sendable {
 
     /// The notice a request carries, if any.
     init?(_ request: Request) {
-        guard let value = request.rareCookie(Self.cookieName) else { return nil }
+        guard let value = request.cookie(named: Self.cookieName) else { return nil }
         self.init(rawValue: value)
     }
 

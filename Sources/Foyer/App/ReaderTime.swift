@@ -23,7 +23,7 @@ struct ReaderTime: Sendable {
 
     /// The reader's clock for a request: its `tz` cookie when that names a zone this machine knows.
     init(_ request: Request, language: Language, now: Date = Date()) {
-        guard let value = request.rareCookie(Self.cookieName), value.utf8.count <= 64,
+        guard let value = request.cookie(named: Self.cookieName), value.utf8.count <= 64,
             let zone = TimeZone(identifier: value.removingPercentEncoding ?? value)
         else {
             self.init(now: now, language: language)

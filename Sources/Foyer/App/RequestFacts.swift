@@ -15,11 +15,30 @@ extension Request {
         return accept.utf8.containsBytes(of: "application/json".utf8) && !accept.utf8.containsBytes(of: "text/html".utf8)
     }
 
-    /// The value of a cookie that every page looks for but few requests carry (the flash notice, the reader's
-    /// zone): the Cookie header is parsed only when it names the cookie.
-    func rareCookie(_ name: String) -> String? {
-        guard let cookie = headers[.cookie], cookie.utf8.containsBytes(of: (name + "=").utf8) else { return nil }
-        return cookies[name]?.value
+    /// The value of the first cookie called `name`, as Hummingbird's `cookies[name]` reads it, found in one pass
+    /// over the Cookie fields' bytes: `cookies` parses every cookie (and its attributes) into a `Cookie` on each
+    /// call, which for the session cookie alone was 5 % of a signed-in page.
+    func cookie(named name: String) -> String? {
+        for field in headers where field.name == .cookie {
+            if let value = Self.cookie(named: name, in: field.value) { return value }
+        }
+        return nil
+    }
+
+    /// In one Cookie field (`a=1; b=2`): the value of the first pair called `name`.
+    static func cookie(named name: String, in field: String) -> String? {
+        var rest = field.utf8[...]
+        while !rest.isEmpty {
+            let end = rest.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
+            var pair = rest[..<end]
+            while let first = pair.first, first == 0x20 || first == 0x09 { pair.removeFirst() }
+            if let equals = pair.firstIndex(of: UInt8(ascii: "=")), pair[..<equals].elementsEqual(name.utf8) {
+                return String(Substring(pair[pair.index(after: equals)...]))
+            }
+            guard end != rest.endIndex else { return nil }
+            rest = rest[rest.index(after: end)...]
+        }
+        return nil
     }
 
     var isFormEncoded: Bool {

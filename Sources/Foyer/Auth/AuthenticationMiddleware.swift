@@ -24,8 +24,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
         if let authorization = request.headers[.authorization] {
             return credential(fromAuthorization: authorization)
         }
-        if let cookie = request.cookies[SessionCookie.name], !cookie.value.isEmpty {
-            return (cookie.value, .cookie)
+        if let token = request.cookie(named: SessionCookie.name), !token.isEmpty {
+            return (token, .cookie)
         }
         return nil
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
 /// Pages that keep working offline: `GET /service-worker.js` (Public/foyer-worker.js after a line of settings the
 /// server writes: the path configuration's offline rules, what to precache, and a version that changes whenever any
@@ -68,8 +69,17 @@ struct OfflinePageView {}
 enum OfflineOwner {
     static func name(of identity: Identity?) -> String {
         guard let identity else { return "public" }
-        return SHA256.hash(data: Array("foyer offline owner \(identity.userId)".utf8)).prefix(12).hexString
+        if let known = names.withLock({ $0[identity.userId] }) { return known }
+        let name = SHA256.hash(data: Array("foyer offline owner \(identity.userId)".utf8)).prefix(12).hexString
+        names.withLock { names in
+            if names.count >= 10_000 { names.removeAll(keepingCapacity: true) }
+            names[identity.userId] = name
+        }
+        return name
     }
+
+    /// Every signed-in page names its owner: a hash per page was 1 % of one.
+    private static let names = Mutex<[Int64: String]>([:])
 }
 
 extension HTTPField.Name {

@@ -9,7 +9,7 @@ extension Request {
         if let agent = headers[.userAgent]?.utf8, agent.containsBytes(of: "Hotwire Native".utf8) || agent.containsBytes(of: "Turbo Native".utf8) {
             return true
         }
-        return rareCookie(Self.nativeShellCookie) == "1"
+        return cookie(named: Self.nativeShellCookie) == "1"
     }
 
     static let nativeShellCookie = "native_shell"
