@@ -63,4 +63,18 @@ import Testing
         #expect(cookie([]) == nil)
         #expect(cookie(["foyer_session=abc"], "foyer_sessio") == nil)
     }
+
+    @Test func aFieldsValueIsTheSubscriptsWithoutItsCopy() {
+        let fields = HTTPFields([
+            HTTPField(name: .contentType, value: "text/html; charset=utf-8"), HTTPField(name: .vary, value: "Origin"),
+            HTTPField(name: .vary, value: "Cookie"), HTTPField(name: .cookie, value: "a=1"), HTTPField(name: .cookie, value: "b=2"),
+        ])
+        for name in [HTTPField.Name.contentType, .vary, .cookie, .eTag] {
+            #expect(fields.value(name) == fields[name], "\(name)")
+            #expect(fields.has(name) == (fields[name] != nil), "\(name)")
+        }
+        #expect(fields.value(.vary) == "Origin, Cookie")
+        #expect(fields.value(.cookie) == "a=1; b=2")
+        #expect(fields.value(.eTag) == nil)
+    }
 }

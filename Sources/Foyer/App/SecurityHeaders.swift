@@ -11,10 +11,10 @@ struct SecurityHeadersResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponde
 
     func respond(to request: Request, context: Context) async throws -> Response {
         var response = try await wrapped.respond(to: request, context: context)
-        for field in SecurityHeaderFields.everywhere where response.headers[field.name] == nil {
+        for field in SecurityHeaderFields.everywhere where !response.headers.has(field.name) {
             response.headers.append(field)
         }
-        if request.cameOverHTTPS, response.headers[.strictTransportSecurity] == nil {
+        if request.cameOverHTTPS, !response.headers.has(.strictTransportSecurity) {
             response.headers.append(SecurityHeaderFields.overHTTPS)
         }
         return response

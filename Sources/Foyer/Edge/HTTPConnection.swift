@@ -68,7 +68,7 @@ struct HTTPConnection {
                 try await ConnectionHandover.$current.withValue(handover) {
                     try await responder(request, ResponseWriter(outbound: outbound), channel)
                 }
-                if handover.isTaken || request.headers[.connection] == "close" { return }
+                if handover.isTaken || request.headers.value(.connection) == "close" { return }
                 // What the route left of the body is read and dropped; then the next request's head.
                 var part = try await parts.next()
                 while case .body = part { part = try await parts.next() }

@@ -183,7 +183,7 @@ final class Languages: Sendable {
     /// A request's language: the signed-in account's setting, else the first of `Accept-Language` we speak.
     func choose(for request: Request, locale: String?) -> Language {
         if let locale, let language = language(tag: locale) { return language }
-        return choose(acceptLanguage: request.headers[.acceptLanguage])
+        return choose(acceptLanguage: request.headers.value(.acceptLanguage))
     }
 
     /// RFC 4647 lookup over `Accept-Language`'s ranges, best first: a range names a language exactly or once its

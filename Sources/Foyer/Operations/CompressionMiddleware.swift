@@ -26,15 +26,15 @@ struct CompressionMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
-        guard Self.isCompressible(response.headers[.contentType]) else { return response }
+        guard Self.isCompressible(response.headers.value(.contentType)) else { return response }
         Self.varyOnAcceptEncoding(&response.headers)
         // Accept-Encoding is read only for answers that could be compressed, not on every request.
         guard request.method != .head, Self.acceptsGzip(request.headers[values: .acceptEncoding]),
-            response.status != .notModified, response.status != .partialContent, response.headers[.contentEncoding] == nil, response.headers[.contentRange] == nil,
+            response.status != .notModified, response.status != .partialContent, !response.headers.has(.contentEncoding), !response.headers.has(.contentRange),
             let length = response.body.contentLength, (Self.minimumSize...Self.maximumSize).contains(length)
         else { return response }
 
-        let eTag = response.headers[.eTag]
+        let eTag = response.headers.value(.eTag)
         let key = eTag.map { request.uri.path + " " + $0 }
         let compressed: ByteBuffer
         if let key, let copy = kept.value(for: key) {
