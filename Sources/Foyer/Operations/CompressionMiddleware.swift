@@ -58,12 +58,13 @@ struct CompressionMiddleware: RouterMiddleware {
         guard var type = contentType?.utf8[...] else { return false }
         if let end = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<end] }
         type = ASCIIToken.trimmed(type)
-        return compressibleTypes.contains { ASCIIToken.equal(type, $0) } || ASCIIToken.hasSuffix(type, Array("+json".utf8))
+        return compressibleTypes.contains { ASCIIToken.equal(type, $0) } || ASCIIToken.hasSuffix(type, jsonSuffix)
     }
 
     private static let compressibleTypes = [
         "text/html", "text/css", "text/plain", "text/javascript", "application/javascript", "application/json", "image/svg+xml",
     ].map { Array($0.utf8) }
+    private static let jsonSuffix = Array("+json".utf8)
 
     /// Says the answer depends on `Accept-Encoding`, unless a `Vary` field already lists it (or `*`); several
     /// `Vary` fields become one.
