@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import Foyer
@@ -182,6 +183,31 @@ import Testing
             #expect(trace.traceID.count == 32 && trace.spanID.count == 16 && trace.flags == "01")
             #expect(trace.traceState == nil)
         }
+    }
+
+    /// Ids are written digit by digit into their strings: each must still be lowercase hex of its length, and a new
+    /// trace's traceparent one that a peer (and we) can parse.
+    @Test func newIdsAreLowercaseHexOfTheirLength() {
+        let hexDigits = Set("0123456789abcdef")
+        var seen = Set<String>()
+        for _ in 0..<200 {
+            let id = RequestTrace.newRequestID()
+            #expect(id.count == 32 && id.allSatisfy(hexDigits.contains), "\(id)")
+            seen.insert(id)
+            let trace = RequestTrace(requestID: id, traceparent: nil, traceState: nil)
+            #expect(trace.spanID.count == 16 && trace.spanID.allSatisfy(hexDigits.contains), "\(trace.spanID)")
+            #expect(RequestTrace.parse(trace.traceparent)?.traceID == trace.traceID, "\(trace.traceparent)")
+        }
+        #expect(seen.count == 200)
+    }
+
+    @Test func theAccessLineSaysMethodPathStatusAndTenthsOfAMillisecond() {
+        let head = HTTPRequest(method: .get, scheme: "http", authority: "foyer.test", path: "/posts?page=2", headerFields: [:])
+        let request = Request(head: head, body: .init(buffer: ByteBuffer()))
+        #expect(RequestLogMiddleware.line(request, .ok, .microseconds(40)) == "GET /posts 200 0.0ms")
+        #expect(RequestLogMiddleware.line(request, .notFound, .microseconds(1_250)) == "GET /posts 404 1.3ms")
+        #expect(RequestLogMiddleware.line(request, .ok, .microseconds(12_340)) == "GET /posts 200 12.3ms")
+        #expect(RequestLogMiddleware.line(request, .ok, .seconds(2)) == "GET /posts 200 2000.0ms")
     }
 }
 
