@@ -252,7 +252,9 @@ private final class Instance: @unchecked Sendable {
         config.pushIOSVariantSecret = "secret"
         config.pushApplicationID = "app"
         config.pushMasterSecret = "master"
-        app = try await Foundations(config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil)
+        app = try await Foundations(
+            config: config, store: store, logger: ClusterTests.quiet, mobileServices: nil, views: try await Foundations.views(config)
+        )
         push = try PushFeature(app)
         sessions = SessionsFeature(app, ending: push.sessionEnding)
         let moderation = try await ModerationFeature(app, mail: MailFeature(app))

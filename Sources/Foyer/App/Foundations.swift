@@ -18,8 +18,8 @@ final class Foundations {
     let drain: Drain
     private(set) var services: [any Service]
 
-    /// `views`: made beforehand by `Foundations.views(config)`; made here when nil.
-    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?, views: Views? = nil) async throws {
+    /// `views`: made by `Foundations.views(config)`, while the store opened.
+    init(config: FoyerConfig, store: Store, logger: Logger, mobileServices: MobileServices?, views: Views) async throws {
         (self.config, self.store, self.logger, self.mobileServices) = (config, store, logger, mobileServices)
         metrics = config.metrics ?? FoyerMetrics()
         services = []
@@ -31,7 +31,6 @@ final class Foundations {
         } else {
             cluster = nil
         }
-        let views = if let views { views } else { try await Self.views(config) }
         self.views = views
         let languages = views.languages
         let metrics = self.metrics
