@@ -150,6 +150,23 @@ import Testing
         #expect(Self.missingAndUnused(in: catalogs, used: used).contains("zh-Hans.po has nobody.uses, which nothing uses"))
     }
 
+    /// A template that does not parse stops start-up naming its file and line, as an unclosed `{{t` tag does.
+    @Test(arguments: [
+        ("<p>\n{{#open}}never closed\n", "Templates/posts/broken.mustache: expectedSectionEnd at line 3"),
+        ("<p>{{t posts.index.title</p>\n", "Templates/posts/broken.mustache: a {{t tag is not closed"),
+    ])
+    func aBrokenTemplateStopsStartUpSayingWhere(template: String, message: String) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("templates-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: packageRoot + "/Templates"), to: directory)
+        try template.write(to: directory.appendingPathComponent("posts/broken.mustache"), atomically: true, encoding: .utf8)
+        #expect {
+            try Views(directory: directory.path, turboScriptURL: "/turbo.js", offline: false, languages: try Languages.bundled())
+        } throws: { error in
+            "\(error)" == message
+        }
+    }
+
     static func missingAndUnused(in catalogs: [Catalog], used: Set<String>) -> [String] {
         catalogs.flatMap { catalog in
             used.subtracting(catalog.messages.keys).sorted().map { "\(catalog.tag).po lacks \($0)" }

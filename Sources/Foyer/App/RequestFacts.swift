@@ -208,3 +208,18 @@ extension String.UTF8View {
         return false
     }
 }
+
+extension Substring {
+    /// Where `part` first occurs, matched byte for byte. `firstRange(of:)` compares Characters, breaking graphemes
+    /// all the way: over the templates and their words it was a tenth of start-up.
+    func firstRange(ofBytes part: String) -> Range<Index>? {
+        let bytes = utf8
+        guard let first = part.utf8.first else { return startIndex..<startIndex }
+        var start = bytes.startIndex
+        while let found = bytes[start...].firstIndex(of: first) {
+            if bytes[found...].starts(with: part.utf8) { return found..<bytes.index(found, offsetBy: part.utf8.count) }
+            start = bytes.index(after: found)
+        }
+        return nil
+    }
+}

@@ -69,18 +69,25 @@ struct Catalog: Sendable {
 
     /// The entries of a PO file: `msgid`, `msgid_plural`, `msgstr` or `msgstr[i]`, each string possibly continued on
     /// the lines after it. Comments (`#…`) and `msgctxt` are for translators' tools; Foyer's keys need no context.
+    /// Read as bytes: every keyword, quote and escape is ASCII, and a UTF-8 sequence never holds an ASCII byte, so no
+    /// character is split (reading characters cost grapheme breaking over every catalog, a sixth of start-up).
     private static func entries(_ text: String) throws -> [Entry] {
+        let bytes = Array(text.utf8)
         var entries: [Entry] = []
         var current: Entry?
         /// Where a continued string goes: the id (-1), the plural id (-2) or a form.
         var target = -1
-        // Lines split on the byte: splitting characters cost grapheme breaking over every catalog at start.
-        for (number, bytes) in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
-            let line = text[bytes.startIndex..<bytes.endIndex].trimmingBlanks
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            if line.hasPrefix("\"") {
-                guard current != nil else { throw CatalogError("a string outside any entry (line \(number + 1))") }
-                let more = try unquote(line, line: number + 1)
+        var number = 0
+        var lineStart = 0
+        while lineStart <= bytes.count {
+            let lineEnd = bytes[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            defer { lineStart = lineEnd + 1 }
+            number += 1
+            let line = trimmingBlanks(bytes[lineStart..<lineEnd])
+            guard let first = line.first, first != UInt8(ascii: "#") else { continue }
+            if first == UInt8(ascii: "\"") {
+                guard current != nil else { throw CatalogError("a string outside any entry (line \(number))") }
+                let more = try unquote(line, line: number)
                 switch target {
                 case -1: current!.id += more
                 case -2: break
@@ -88,26 +95,26 @@ struct Catalog: Sendable {
                 }
                 continue
             }
-            let keyword = line.prefix { $0 != " " }
-            let value = try unquote(line.dropFirst(keyword.count).trimmingBlanks, line: number + 1)
-            switch keyword {
-            case "msgctxt": continue
-            case "msgid":
+            let keyword = line.prefix { $0 != UInt8(ascii: " ") }
+            let value = try unquote(trimmingBlanks(line[keyword.endIndex...]), line: number)
+            if keyword.elementsEqual("msgctxt".utf8) { continue }
+            if keyword.elementsEqual("msgid".utf8) {
                 if let current { entries.append(current) }
-                current = Entry(id: value, line: number + 1)
+                current = Entry(id: value, line: number)
                 target = -1
-            case "msgid_plural":
-                guard current != nil else { throw CatalogError("msgid_plural before msgid (line \(number + 1))") }
+            } else if keyword.elementsEqual("msgid_plural".utf8) {
+                guard current != nil else { throw CatalogError("msgid_plural before msgid (line \(number))") }
                 current!.isPlural = true
                 target = -2
-            case "msgstr":
-                guard current != nil else { throw CatalogError("msgstr before msgid (line \(number + 1))") }
+            } else if keyword.elementsEqual("msgstr".utf8) {
+                guard current != nil else { throw CatalogError("msgstr before msgid (line \(number))") }
                 current!.strings[0] = value
                 target = 0
-            default:
-                guard keyword.hasPrefix("msgstr["), keyword.hasSuffix("]"), let index = Int(keyword.dropFirst(7).dropLast()), (0..<6).contains(index),
+            } else {
+                let name = String(decoding: keyword, as: UTF8.self)
+                guard name.hasPrefix("msgstr["), name.hasSuffix("]"), let index = Int(name.dropFirst(7).dropLast()), (0..<6).contains(index),
                     current != nil
-                else { throw CatalogError("\(keyword) is not PO (line \(number + 1))") }
+                else { throw CatalogError("\(name) is not PO (line \(number))") }
                 current!.strings[index] = value
                 target = index
             }
@@ -116,10 +123,16 @@ struct Catalog: Sendable {
         return entries
     }
 
-    /// A quoted PO string's text. Read byte by byte: every escape and quote is ASCII, and a UTF-8 sequence never holds
-    /// an ASCII byte, so no character is split (reading characters cost grapheme breaking on every byte at start).
-    private static func unquote(_ quoted: Substring, line: Int) throws -> String {
-        let bytes = quoted.utf8
+    private static func trimmingBlanks(_ line: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r") }
+        guard let first = line.firstIndex(where: { !isBlank($0) }), let last = line.lastIndex(where: { !isBlank($0) }) else {
+            return line[line.endIndex...]
+        }
+        return line[first...last]
+    }
+
+    /// A quoted PO string's text.
+    private static func unquote(_ bytes: ArraySlice<UInt8>, line: Int) throws -> String {
         guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else {
             throw CatalogError("expected a quoted string (line \(line))")
         }

@@ -77,7 +77,7 @@ final class Language: Sendable, CustomStringConvertible {
     static func pieces(of message: String) -> [Substring] {
         var pieces: [Substring] = []
         var rest = message[...]
-        while let open = rest.firstRange(of: "{{"), let close = rest[open.upperBound...].firstRange(of: "}}") {
+        while let open = rest.firstRange(ofBytes: "{{"), let close = rest[open.upperBound...].firstRange(ofBytes: "}}") {
             pieces.append(rest[..<open.lowerBound])
             pieces.append(rest[open.upperBound..<close.lowerBound])
             rest = rest[close.upperBound...]

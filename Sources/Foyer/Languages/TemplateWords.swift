@@ -12,9 +12,9 @@ enum TemplateWords {
         guard template.utf8.containsBytes(of: opening.utf8) else { return template }
         var result = ""
         var rest = template[...]
-        while let open = rest.firstRange(of: opening) {
+        while let open = rest.firstRange(ofBytes: opening) {
             result += rest[..<open.lowerBound]
-            guard let close = rest[open.upperBound...].firstRange(of: "}}") else {
+            guard let close = rest[open.upperBound...].firstRange(ofBytes: "}}") else {
                 throw StartupError("Templates/\(name).mustache: a {{t tag is not closed")
             }
             let key = String(rest[open.upperBound..<close.lowerBound].trimmingBlanks)
@@ -39,7 +39,7 @@ enum TemplateWords {
     static func keys(in template: String) -> [String] {
         var keys: [String] = []
         var rest = template[...]
-        while let open = rest.firstRange(of: opening), let close = rest[open.upperBound...].firstRange(of: "}}") {
+        while let open = rest.firstRange(ofBytes: opening), let close = rest[open.upperBound...].firstRange(ofBytes: "}}") {
             keys.append(String(rest[open.upperBound..<close.lowerBound].trimmingBlanks))
             rest = rest[close.upperBound...]
         }
