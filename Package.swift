@@ -91,8 +91,8 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            // Data, not Swift source: word lists.
-            resources: [.copy("Resources/common-passwords.txt"), .copy("Resources/Languages")]
+            // Data, not Swift source: word lists, catalogs, the schema new databases are made from.
+            resources: [.copy("Resources/common-passwords.txt"), .copy("Resources/Languages"), .copy("Resources/sqlite-schema.sql")]
         ),
         // For scripts/bench alone: the floor under Foyer's figures (see its main.swift).
         .executableTarget(

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -305,6 +306,53 @@ import Testing
         let operation = try #require(try await devices.queued(limit: 10).first { $0.deviceToken == pending.token })
         try await devices.abandoned(operation)
         #expect(try await devices.list(userId: bob.id!).isEmpty)
+    }
+
+    /// `Resources/sqlite-schema.sql` is what the migrations make. When a migration is added, this writes the new
+    /// snapshot and says where, so it can be copied in.
+    @Test func theSchemaSnapshotIsWhatTheMigrationsMake() throws {
+        let migrated = try DatabaseQueue()
+        try SQLiteStore.migrator.migrate(migrated)
+        let expected = try migrated.read { try SQLiteSchemaSnapshot.text(of: $0) }
+        let shipped = try String(contentsOfFile: packageRoot + "/Sources/Foyer/Resources/sqlite-schema.sql", encoding: .utf8)
+        if shipped != expected {
+            let written = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-schema.sql")
+            try expected.write(to: written, atomically: true, encoding: .utf8)
+            Issue.record("Resources/sqlite-schema.sql is not what the migrations make: cp \(written.path) Sources/Foyer/Resources/sqlite-schema.sql")
+        }
+    }
+
+    /// A new database made from the snapshot is the one the migrations make; a database with anything in it, or
+    /// migrations the snapshot is not the start of, are left to the migrations; newer migrations run after it.
+    @Test func aNewDatabaseIsMadeFromTheSnapshotAsTheMigrationsWouldMakeIt() throws {
+        let everything = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+        func schema(_ database: DatabaseQueue) throws -> [[String?]] {
+            try database.read { db in try Row.fetchAll(db, sql: everything).map { row in (0..<4).map { row[$0] as String? } } }
+        }
+        func applied(_ database: DatabaseQueue) throws -> [String] {
+            try database.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") }
+        }
+        let migrated = try DatabaseQueue()
+        try SQLiteStore.migrator.migrate(migrated)
+        let loaded = try DatabaseQueue()
+        #expect(try SQLiteSchemaSnapshot.loadIfEmpty(loaded, migrator: SQLiteStore.migrator))
+        #expect(try loaded.read { try !SQLiteStore.migrator.hasBeenSuperseded($0) && SQLiteStore.migrator.hasCompletedMigrations($0) })
+        #expect(try schema(loaded) == schema(migrated) && applied(loaded) == applied(migrated))
+        #expect(try schema(loaded).count > 50)
+
+        let started = try DatabaseQueue()
+        try SQLiteStore.migrator.migrate(started, upTo: "v1: users and sessions")
+        #expect(try !SQLiteSchemaSnapshot.loadIfEmpty(started, migrator: SQLiteStore.migrator))
+        var other = DatabaseMigrator()
+        other.registerMigration("v1: something else") { _ in }
+        #expect(try !SQLiteSchemaSnapshot.loadIfEmpty(try DatabaseQueue(), migrator: other))
+
+        var newer = SQLiteStore.migrator
+        newer.registerMigration("v999: newer than the snapshot") { db in try db.create(table: "newer") { $0.column("x", .text) } }
+        let grown = try DatabaseQueue()
+        #expect(try SQLiteSchemaSnapshot.loadIfEmpty(grown, migrator: newer))
+        try newer.migrate(grown)
+        #expect(try grown.read { try $0.tableExists("newer") } && applied(grown).count == newer.migrations.count)
     }
 
     @Test func databaseLocationsAreSQLitePathsOrPostgresURLsAndBadURLsSayWhatIsWrong() throws {

@@ -14,6 +14,8 @@ public enum SQLiteStore {
 
     public static func openAndMigrate(path: String) throws -> any DatabaseWriter {
         let database = try open(path: path)
+        let migrator = migrator
+        try SQLiteSchemaSnapshot.loadIfEmpty(database, migrator: migrator)
         try migrator.migrate(database)
         return database
     }
