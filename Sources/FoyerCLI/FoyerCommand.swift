@@ -58,7 +58,9 @@ struct CommonOptions: ParsableArguments {
 }
 
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run the HTTP server (the default command).")
+    // Named, not derived from the type's name: ArgumentParser derives it (reflection, then snake case) every time it
+    // asks, and it asks for every command at every start.
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the HTTP server (the default command).")
 
     @OptionGroup var common: CommonOptions
 
@@ -357,7 +359,7 @@ extension Serve {
 }
 
 struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create or update the database schema, then exit.")
+    static let configuration = CommandConfiguration(commandName: "migrate", abstract: "Create or update the database schema, then exit.")
 
     @OptionGroup var common: CommonOptions
 

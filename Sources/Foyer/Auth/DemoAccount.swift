@@ -1,4 +1,5 @@
 import Logging
+import NIOPosix
 import ServiceLifecycle
 
 extension FoyerConfig.DemoAccount {
@@ -6,6 +7,9 @@ extension FoyerConfig.DemoAccount {
     @discardableResult
     func createIfNoUsers(in users: UserRepository, logger: Logger) async throws -> User? {
         guard try await users.count() == 0 else { return nil }
+        // Checking the password reads the common-password list: on the blocking pool, not on an event loop the
+        // server is starting on (making its set took 7 ms).
+        _ = try await NIOThreadPool.singleton.runIfActive { CommonPasswords.all.count }
         let password = self.password ?? String(SessionRepository.randomToken().prefix(16))
         let user: User
         do {
