@@ -1,6 +1,7 @@
 import Hummingbird
 import HummingbirdCore
 import Logging
+import NIOPosix
 
 /// Pass `store` to share one already open (tests do); otherwise the configured database is opened and migrated.
 public func buildApplication(_ config: FoyerConfig, store: Store? = nil) async throws -> some ApplicationProtocol {
@@ -21,12 +22,16 @@ public func buildApplication(
         return logger
     }()
     // Both wait at once (the views on the blocking-work pool, the store there too or on PostgreSQL).
-    async let views = Foundations.views(config)
+    async let madeViews = Foundations.views(config)
     let store = try await openingStore(logger)
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let providerSettings = try ConfiguredProviders.all(config: config, keycloak: keycloakSettings)
-    let app = try await Foundations(config: config, store: store, logger: logger, mobileServices: mobileServices, views: try await views)
+    let views = try await madeViews
+    // Read and checked on the blocking-work pool while the features are made: its patterns' regular expressions
+    // start ICU, 5 ms of an otherwise idle core.
+    async let pathConfiguration = NIOThreadPool.singleton.runIfActive { try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile) }
+    let app = try await Foundations(config: config, store: store, logger: logger, mobileServices: mobileServices, views: views)
 
     let push = try PushFeature(app)
     let sessions = SessionsFeature(app, ending: push.sessionEnding)
@@ -46,7 +51,7 @@ public func buildApplication(
     if config.managesProcessMemory { app.run(StartupCodePages(readiness: readiness)) }
 
     let (router, errors) = try buildRouter(
-        app, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
+        app, pathConfiguration: try await pathConfiguration, readiness: readiness, push: push, sessions: sessions, providers: providers, signIn: signIn, accounts: accounts, posts: posts,
         moderation: moderation, tasks: tasks, idempotency: idempotency, passkeys: passkeys
     )
     let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds, drain: app.drain)
@@ -101,7 +106,7 @@ public func buildApplication(
 
 /// The middleware every request passes, in order, and each feature's routes.
 func buildRouter(
-    _ app: Foundations, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
+    _ app: Foundations, pathConfiguration: PathConfiguration, readiness: Readiness, push: PushFeature, sessions: SessionsFeature, providers: ProvidersFeature, signIn: SignInFeature,
     accounts: AccountsFeature, posts: PostsFeature, moderation: ModerationFeature, tasks: TasksFeature, idempotency: IdempotencyFeature,
     passkeys: PasskeysFeature
 ) throws -> (FoyerRouter, ErrorMiddleware) {
@@ -121,7 +126,6 @@ func buildRouter(
     HealthController(store: app.store, readiness: readiness, drain: app.drain).addRoutes(to: router)
     MetricsController(metrics: app.metrics, token: config.metricsToken).addRoutes(to: router)
     HomeController(views: views).addRoutes(to: router)
-    let pathConfiguration = try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile)
     PathConfigurationController(configuration: pathConfiguration).addRoutes(to: router)
     try OfflineFeature(config: config, views: views, rules: pathConfiguration.offline).addRoutes(to: router)
     MobileServicesController(services: app.mobileServices ?? .embedded, keycloak: providers.keycloakSettings).addRoutes(to: router)
