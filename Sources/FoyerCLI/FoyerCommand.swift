@@ -18,6 +18,7 @@ enum Main {
         // With TZ unset, glibc stats /etc/localtime on every local time it makes: a syscall for each log line's
         // timestamp, every request. Named, it is read once (a change of zone then needs a restart, as for nginx).
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
+        readLanguageCatalogsAhead()
         await FoyerCommand.main()
     }
 }
