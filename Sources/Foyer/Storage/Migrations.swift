@@ -5,7 +5,8 @@ import GRDB
 // change to one list needs its twin in the other. Named migrations, in order; never edit one that has shipped.
 
 extension SQLiteStore {
-    /// Named migrations, in order. Never edit one that has shipped: add another.
+    /// Named migrations, in order. Never edit one that has shipped: add another. A new database is made from
+    /// what they make (`SQLiteSchemaSnapshot`): after adding one, `StorageTests` writes the new snapshot to copy in.
     public static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: users and sessions") { db in
