@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Foyer
+import FoyerServer
 import Hummingbird
 import Logging
 import Metrics

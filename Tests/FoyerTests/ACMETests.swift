@@ -3,6 +3,7 @@ import Logging
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// ACME's settings, and what instances share through the store. (Orders, challenges, renewals and two instances are
 /// tested against Pebble, Let's Encrypt's test server: Tests/Interop/test_acme.py.)
@@ -36,8 +37,8 @@ import Testing
         let store = try await Store.fresh(kind)
         defer { store.close() }
         let settings = try #require(try ACMESettings(domains: ["foyer.example"], email: nil, directory: nil, caCertificateFile: nil))
-        let acme = try await ACMECertificates(settings: settings, store: store, logger: Logger(label: "test"))
-        try await ACMECertificates.setItem("challenge some-token", Data("some-token.thumbprint".utf8), in: store)
+        let acme = try await ACMECertificates(settings: settings, store: store.acmeStorage, logger: Logger(label: "test"))
+        try await store.setACMEItem("challenge some-token", Data("some-token.thumbprint".utf8))
         #expect(await acme.keyAuthorization(for: "some-token") == "some-token.thumbprint")
         #expect(await acme.keyAuthorization(for: "another-token") == nil)
         #expect(acme.issued == nil, "nothing issued yet: a self-signed stand-in is served")

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// The drain's settings and what a draining instance answers. (The drain itself, the listening socket and systemd's
 /// are tested against real processes: Tests/Interop/test_deploying.py.)

@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// What Apollo clients turn on in production: automatic persisted queries, trusted documents, batching; and the
 /// introspection switch.

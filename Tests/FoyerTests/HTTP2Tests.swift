@@ -5,6 +5,7 @@ import NIOHTTPTypes
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// Each HTTP/2 stream's rules. (HTTP/2 itself, its limits and attacks, are tested with a raw h2 client against the real
 /// binary: Tests/Interop/test_http2.py.)

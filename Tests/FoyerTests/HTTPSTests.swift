@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// HTTPS settings and the plain port's redirect. (TLS itself, renewals and the redirect over a socket are tested
 /// with curl and Python's ssl against the real binary: Tests/Interop/test_https.py.)

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// Pages in the reader's language: the catalogs, their plural rules, how a request's language is chosen, and that
 /// no word is missing in any language.

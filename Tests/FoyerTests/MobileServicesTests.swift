@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 @Suite struct MobileServicesTests {
     static let showcase = #"""

@@ -6,6 +6,7 @@ import Logging
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// Terms accepted before posting, the operator's address, and roles.
 @Suite struct TermsTests {

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 /// Providers as configured: flags, a providers file with secrets from the environment, Keycloak beside them.
 @Suite struct OIDCProviderTests {

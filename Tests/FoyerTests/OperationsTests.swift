@@ -8,6 +8,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 @Suite struct OperationsTests {
     @Test func healthCheckQueriesTheDatabase() async throws {
@@ -118,7 +119,7 @@ import Testing
     }
 
     @Test func thePeakIsTheMostOpenSinceItWasLastTakenAndStartsAgainFromWhatIsOpen() {
-        let connections = EdgeConnections(cap: 10, metrics: FoyerMetrics())
+        let connections = EdgeConnections(cap: 10, metrics: FoyerMetrics().server)
         for _ in 0..<5 { #expect(connections.open()) }
         for _ in 0..<4 { connections.closed() }
         #expect(connections.takePeak() == (peak: 5, open: 1))

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 @Suite struct PathConfigurationTests {
     static let routes = [

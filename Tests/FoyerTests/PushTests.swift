@@ -8,6 +8,7 @@ import NIOCore
 import Testing
 
 @testable import Foyer
+@testable import FoyerServer
 
 @Suite struct PushTests {
     static let iosToken = String(repeating: "ab", count: 32)

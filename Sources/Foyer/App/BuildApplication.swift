@@ -1,3 +1,4 @@
+import FoyerServer
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -55,52 +56,18 @@ public func buildApplication(
         moderation: moderation, tasks: tasks, idempotency: idempotency, passkeys: passkeys
     )
     let webSockets = tasks.webSockets(authenticator: signIn.authenticator, holds: sessions.holds, drain: app.drain)
-    let edge = Edge(settings: config.edge, metrics: app.metrics, views: app.views)
+    let edge = Edge(settings: config.edge, metrics: app.metrics.server) { EdgeAnswer.refusing($0, views: app.views) }
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
-    var acme: ACMECertificates?
-    if let settings = config.https.acme { acme = try await ACMECertificates(settings: settings, store: app.store, logger: logger) }
-    let certificates: (any ServedCertificates)? = try config.https.certificateFile.map { certificate in
-        do {
-            return try CertificateFiles(certificate: certificate, key: config.https.keyFile ?? "", logger: logger)
-        } catch {
-            throw StartupError("--tls-certificate, --tls-key: \(error)")
-        }
-    } ?? acme
-    let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
-    )
-    let shutdownGrace = app.drain.settings.shutdownGrace
-    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel = { responder in
-        EdgeGuardedChannel(
-            responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, shutdownGrace: shutdownGrace
-        )
-    }
-    let redirect = config.https.plainHTTPPort.map { port in
-        (
-            listener: DeployableServer<EdgeGuardedChannel>.Listener.address(host: config.hostname, port: port),
-            channel: EdgeGuardedChannel(
-                responder: HTTPSRedirect.responder(httpsPort: config.port, challenges: acme), http1: http1, webSockets: webSockets, edge: edge, servesWebSockets: false
-            )
-        )
-    }
-    let application = Application(
-        responder: RequestTaskResponder(wrapped: SecurityHeadersResponder(wrapped: DrainingResponder(
-            wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), drain: app.drain
-        ))),
-        server: HTTPServerBuilder { childChannel($0) },
-        configuration: .init(address: .hostname(config.hostname, port: config.port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
-        services: app.services,
-        logger: logger
-    )
-    return FoyerApplication(
-        base: application, childChannel: childChannel, drain: app.drain,
-        listener: config.deploy.inheritedListener.map { .inherited($0) } ?? .address(host: config.hostname, port: config.port),
-        backlog: Int32(EdgeSettings.listenBacklog),
+    let responder = RequestTaskResponder(wrapped: SecurityHeadersResponder(wrapped: DrainingResponder(
+        wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), drain: app.drain
+    )))
+    return try await FoyerApplication(
+        responder: responder, services: app.services, logger: logger, hostname: config.hostname, port: config.port, edge: edge,
+        webSockets: webSockets.upgrades, https: config.https, acmeStorage: app.store.acmeStorage, drain: app.drain,
         open: { [streams = app.streams] in
             ["connections": "\(edge.connections.openCount)", "event_streams": "\(streams.subscriberCount)"]
-        },
-        certificates: certificates, redirect: redirect
+        }
     )
 }
 

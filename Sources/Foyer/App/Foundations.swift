@@ -1,3 +1,4 @@
+import FoyerServer
 import Logging
 import NIOPosix
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import FoyerServer
 import GRDB
 import HTTPTypes
 import Hummingbird

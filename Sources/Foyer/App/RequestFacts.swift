@@ -8,13 +8,6 @@ extension Request {
         Self.wantsJSON(path: uri.path, accept: headers[.accept])
     }
 
-    /// The rule itself, for the edge too: a head it refuses never becomes a `Request`.
-    static func wantsJSON(path: String, accept: String?) -> Bool {
-        if path.hasPrefix("/api/") || path.hasSuffix(".json") || path == "/graphql" { return true }
-        let accept = accept ?? ""
-        return accept.utf8.containsBytes(of: "application/json".utf8) && !accept.utf8.containsBytes(of: "text/html".utf8)
-    }
-
     /// The value of the first cookie called `name`, as Hummingbird's `cookies[name]` reads it, found in one pass
     /// over the Cookie fields' bytes: `cookies` parses every cookie (and its attributes) into a `Cookie` on each
     /// call, which for the session cookie alone was 5 % of a signed-in page.
@@ -143,24 +136,6 @@ extension Request {
     }
 }
 
-extension HTTPFields {
-    /// What `self[name]` gives, without its copy: the subscript joins the values of every field so named into a
-    /// new string even when there is one, which for a long value (a page's Content-Type) is an allocation each time.
-    func value(_ name: HTTPField.Name) -> String? {
-        var found: String?
-        for field in self where field.name == name {
-            if found != nil { return self[name] }
-            found = field.value
-        }
-        return found
-    }
-
-    /// Whether any field is called `name`, without joining their values to find out.
-    func has(_ name: HTTPField.Name) -> Bool {
-        contains { $0.name == name }
-    }
-}
-
 extension HTTPField.Name {
     static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")!
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
@@ -192,34 +167,5 @@ enum FormFields {
 
     private static func decode(_ component: Substring) -> String? {
         component.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
-    }
-}
-
-extension String.UTF8View {
-    /// Whether `part` occurs in it, byte for byte. With Foundation imported, `contains` on two strings is NSString's,
-    /// which converts both to UTF-16 on every call: asked of a request's Cookie or User-Agent, it was 2 % of a page.
-    func containsBytes(of part: String.UTF8View) -> Bool {
-        guard let first = part.first else { return true }
-        var start = startIndex
-        while let found = self[start...].firstIndex(of: first) {
-            if self[found...].starts(with: part) { return true }
-            start = index(after: found)
-        }
-        return false
-    }
-}
-
-extension Substring {
-    /// Where `part` first occurs, matched byte for byte. `firstRange(of:)` compares Characters, breaking graphemes
-    /// all the way: over the templates and their words it was a tenth of start-up.
-    func firstRange(ofBytes part: String) -> Range<Index>? {
-        let bytes = utf8
-        guard let first = part.utf8.first else { return startIndex..<startIndex }
-        var start = bytes.startIndex
-        while let found = bytes[start...].firstIndex(of: first) {
-            if bytes[found...].starts(with: part.utf8) { return found..<bytes.index(found, offsetBy: part.utf8.count) }
-            start = bytes.index(after: found)
-        }
-        return nil
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 import Mustache
@@ -300,10 +301,4 @@ extension Views {
     static func timestamp(_ date: Date) -> String {
         date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
     }
-}
-
-/// A problem found while starting: stops start-up with a message that names it.
-public struct StartupError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

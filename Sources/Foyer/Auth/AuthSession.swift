@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import GRDB
 
 /// One signed-in device: a browser, a native app, a curl script. The token itself is never stored.

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import Logging
 
 /// Everything the application needs to start, resolved from flags and environment by the CLI.

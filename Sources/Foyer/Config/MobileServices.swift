@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// An AeroGear `mobile-services.json`: `{"version", "namespace", "clientId", "clusterName", "services": [...]}`
 /// with services of type `sync-app`, `keycloak` and `push`. Read leniently (`version` may be a string,

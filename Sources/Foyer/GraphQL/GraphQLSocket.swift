@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import GraphQL
 import Hummingbird
 import NIOCore
@@ -107,7 +108,7 @@ final class GraphQLSocket: ChannelDuplexHandler, RemovableChannelHandler, @unche
         ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [self] _ in tick() }
         if readsItself { context.read() }
         // A socket opened as the server began shutting down ends at once.
-        if (try? context.pipeline.syncOperations.handler(type: EdgeTap.self))?.quiescing == true {
+        if context.pipeline.syncOperations.serverIsQuiescing {
             close(Self.serviceRestart, "The server is restarting: reconnect")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import GraphQL
 import HTTPTypes
 import Hummingbird
@@ -31,7 +32,7 @@ enum GraphQLWebSocketDialect: String, Sendable {
 /// WebSocket `/graphql`: subscriptions, and queries and mutations too, for a signed-in user. The user is known
 /// from the `connection_init` payload (`Authorization: Bearer …`, as the showcase apps send it) or from the
 /// upgrade request itself (a Bearer header, or the session cookie when the page is one of ours). The edge upgrades
-/// the connection (`EdgeGuardedChannel`); each socket is then a `GraphQLSocket` on its event loop.
+/// the connection (`upgrades`); each socket is then a `GraphQLSocket` on its event loop.
 struct GraphQLWebSocketController: Sendable {
     let executor: any GraphQLExecutor
     let authenticator: Authenticator
@@ -54,10 +55,23 @@ struct GraphQLWebSocketController: Sendable {
         GraphQLWebSocketDialect.chosen(from: upgradeRequest.headers[canonicalForm: "sec-websocket-protocol"].map(String.init))
     }
 
+    /// What the edge upgrades, and to whom it hands each socket.
+    var upgrades: WebSocketUpgrades {
+        let body = ByteBuffer(string: "WebSocket \(Self.path) speaks graphql-transport-ws or graphql-ws: offer one in Sec-WebSocket-Protocol.\n")
+        var fields: HTTPFields = [.connection: "close", .contentType: "text/plain; charset=utf-8", .contentLength: String(body.readableBytes)]
+        fields.append(contentsOf: SecurityHeaderFields.everywhere)
+        return WebSocketUpgrades(
+            paths: [Self.path], maximumFrameSize: GraphQLController.maximumBodySize,
+            subprotocol: { Self.dialect(of: $0)?.rawValue },
+            serve: { channel, upgradeRequest, previous in try self.serve(channel, upgradedFor: upgradeRequest, afterKeptAlive: previous) },
+            refusal: (HTTPResponse(status: .badRequest, headerFields: fields), body)
+        )
+    }
+
     /// Serves a connection upgraded for `upgradeRequest`: called on its event loop, once the `101` is written. The
     /// socket's handler goes last after NIO's upgrade; after a late one (`KeptAliveUpgrade`), right after `previous`,
     /// the frame codec's last handler, ahead of the HTTP side's.
-    func serve(_ channel: any Channel, upgradedFor upgradeRequest: HTTPRequestHead, afterKeptAlive previous: ChannelHandler? = nil) throws {
+    func serve(_ channel: any Channel, upgradedFor upgradeRequest: HTTPRequestHead, afterKeptAlive previous: (any ChannelHandler)? = nil) throws {
         guard let dialect = Self.dialect(of: upgradeRequest) else { throw ChannelError.inappropriateOperationForState }
         let request = Request(head: try HTTPRequest(upgradeRequest, secure: false, splitCookie: false), body: .init(buffer: ByteBuffer()))
         let socket = GraphQLSocket(dialect: dialect, upgradeRequest: request, controller: self, readsItself: previous != nil)

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// The operations an app was built with (`--graphql-trusted-documents`), from the manifest Apollo's tooling writes
 /// (`persisted-query-manifest.json`: `{"format": "apollo-persisted-query-manifest", "version": 1, "operations":

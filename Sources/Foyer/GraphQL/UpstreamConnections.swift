@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 import NIOCore

@@ -1,3 +1,4 @@
+import FoyerServer
 /// Which realm and client Foyer signs users in with: from flags or env, else from mobile-services.json.
 /// The client secret comes from the environment only, so it never sits in a file apps download.
 struct KeycloakSettings: Sendable, Equatable {

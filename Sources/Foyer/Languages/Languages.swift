@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import Hummingbird
 import NIOConcurrencyHelpers
 

@@ -1,3 +1,4 @@
+import FoyerServer
 /// Templates say their words by key, `{{t posts.index.title}}`: each language gets its own copy of every template,
 /// made once at start, with each such tag replaced by its message (escaped as HTML) and the message's own
 /// placeholders (`{{count}}`) left as the template's variables. A page in any language then costs what it did in one.

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
@@ -238,7 +239,7 @@ final class LiveStreams: Sendable {
             // Whichever stream stops first ends the connection; the others then stop as `gone`, and say nothing.
             let ended = NIOLockedValueBox(false)
             for (index, (subscription, cursor)) in zip(subscriptions, cursors).enumerated() {
-                let framing = named ? self.named(subscription.edition).chunked : HandedOverConnection.chunked
+                let framing = named ? self.named(subscription.edition).chunked : Self.chunked
                 let connectionFollowing = following(index, write: handedOver.write, flush: handedOver.flush, framing: framing)
                 subscription.channel.follow(connectionFollowing, after: cursor, subscriber: subscription.subscriber, keptApart: keptApart) { ending in
                     guard !ended.withLockedValue({ ended in defer { ended = true }; return ended }) else { return }
@@ -344,6 +345,9 @@ final class LiveStreams: Sendable {
         case nil, .lagging, .heartbeat, .closed, .cancelled, .ended: return ([], cursor, .replayed)
         }
     }
+
+    /// Every taken-over stream frames its events alike: as chunks of an HTTP/1.1 body.
+    static let chunked = LiveChannel.Connection.Framing(key: "http-chunk", frame: HandedOverConnection.chunk)
 
     private static let heartbeatComment = ByteBuffer(string: ": heartbeat\n\n")
     /// The last event of a stream whose session ended: `Public/live.js` visits its data.

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import Ink
 
 /// The terms people accept before they post: the operator's file, or Foyer's built-in text. Each text is a version

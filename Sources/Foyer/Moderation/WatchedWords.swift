@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// Words an operator watches for in posts (`--watched-words FILE`), as Discourse's watched words: a line
 /// `block: WORD` refuses a post that has it, `review: WORD` holds the post for a moderator. A word is matched whole

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// One OpenID Connect provider Foyer signs people in with: any provider by its issuer's discovery document, or
 /// Keycloak (`KeycloakSettings`), which is a provider with extras of its own.

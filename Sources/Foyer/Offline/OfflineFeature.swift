@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 import Synchronization

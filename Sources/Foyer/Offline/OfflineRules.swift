@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// Which paths the service worker keeps for offline use, and how: the `offline` property of the path configuration's
 /// rules, so native shells (which ignore it) and the worker read one declaration. As for native shells, rules are

@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOConcurrencyHelpers
+import FoyerServer
 import Prometheus
 
 /// Foyer's metrics, in one Prometheus registry that `GET /metrics` writes out. Every series with a fixed set of
@@ -8,6 +9,8 @@ import Prometheus
 /// swift-metrics lands in the same scrape.)
 public final class FoyerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
+    /// The server layer's series, in the same registry.
+    public let server: ServerMetrics
 
     enum SignInOutcome: String, CaseIterable {
         case success, wrongPassword = "wrong_password", throttled, refused
@@ -40,11 +43,6 @@ public final class FoyerMetrics: Sendable {
         case sent, written, retried, rejected, gaveUp = "gave_up"
     }
 
-    /// The HTTP version a request came over: `http/1.1` (or 1.0), or `h2` (negotiated with ALPN over TLS).
-    enum HTTPVersionName: String, CaseIterable, Sendable {
-        case http1 = "http/1.1", h2
-    }
-
     private struct RouteKey: Hashable {
         let route: String
         let method: String
@@ -61,8 +59,6 @@ public final class FoyerMetrics: Sendable {
 
     private let requests = NIOLockedValueBox<[RouteKey: (count: Counter, duration: DurationHistogram)]>([:])
     private let signIns: [SignInOutcome: Counter]
-    private let requestsByVersion: [HTTPVersionName: Counter]
-    let h2Connections: Gauge
     private let keycloakCalls: [ProviderCall: (duration: DurationHistogram, failures: Counter)]
     private let upstreamFailures: [UpstreamFailure: Counter]
     let graphQLUpstreamDuration: DurationHistogram
@@ -70,10 +66,7 @@ public final class FoyerMetrics: Sendable {
     let openWebSockets: Gauge
     let activeSubscriptions: Gauge
     let openEventStreams: Gauge
-    let openConnections: Gauge
     let laggingWebSockets: Counter
-    let refusedConnections: Counter
-    private let edgeRefusals: [String: Counter]
     private let graphQLRefusals: [GraphQLRefusalReason: Counter]
     private let persistedQueries: [PersistedQueryOutcome: Counter]
     private let graphQLCacheOutcomes: [GraphQLCacheOutcome: Counter]
@@ -89,6 +82,7 @@ public final class FoyerMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
+        server = ServerMetrics(registry: registry)
         func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(namespace: "foyer", metricName: metric, unitName: unit, helpText: help)
         }
@@ -141,22 +135,9 @@ public final class FoyerMetrics: Sendable {
         openWebSockets = registry.makeGauge(descriptor: name("websockets_open", "", "Open GraphQL websockets"))
         activeSubscriptions = registry.makeGauge(descriptor: name("graphql_subscriptions_active", "", "GraphQL subscriptions running for clients"))
         openEventStreams = registry.makeGauge(descriptor: name("live_event_streams_open", "", "Open live page event streams (text/event-stream)"))
-        let versionRequests = name("http_version_requests", "total", "HTTP requests read, by the protocol they came over: http/1.1 or h2")
-        requestsByVersion = Dictionary(uniqueKeysWithValues: HTTPVersionName.allCases.map {
-            ($0, registry.makeCounter(descriptor: versionRequests, labels: [("protocol", $0.rawValue)]))
-        })
-        h2Connections = registry.makeGauge(descriptor: name("http2_connections_open", "", "Open client connections that speak HTTP/2"))
-        openConnections = registry.makeGauge(descriptor: name("http_connections_open", "", "Open client connections"))
         laggingWebSockets = registry.makeCounter(descriptor: name(
             "websockets_closed_lagging", "total", "GraphQL websockets closed (1013) because their client fell too far behind"
         ))
-        refusedConnections = registry.makeCounter(descriptor: name(
-            "http_connections_refused", "total", "Client connections closed at once because the connection cap was reached"
-        ))
-        let edgeRefusal = name("http_edge_refusals", "total", "Requests the edge answered itself and closed: 400, 408, 414, 431")
-        edgeRefusals = Dictionary(Set(EdgeRefusal.all.map(\.metricsReason)).map {
-            ($0, registry.makeCounter(descriptor: edgeRefusal, labels: [("reason", $0)]))
-        }, uniquingKeysWith: { first, _ in first })
         let graphQLRefusal = name(
             "graphql_refusals", "total",
             "GraphQL operations refused before running: untrusted (not in the trusted documents), introspection (turned off), too_complex, hash_mismatch"
@@ -191,9 +172,6 @@ public final class FoyerMetrics: Sendable {
 
     func persistedQuery(_ outcome: PersistedQueryOutcome) { persistedQueries[outcome]?.increment() }
 
-    /// A request the edge refused itself (`reason` is one of the labels made at start).
-    func edgeRefusal(_ reason: String) { edgeRefusals[reason]?.increment() }
-
     /// One answered HTTP request. `route` is the route's pattern, never the raw path, so the series stay few.
     func recordRequest(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, duration: Duration) {
         let hundreds = status.code / 100
@@ -218,9 +196,6 @@ public final class FoyerMetrics: Sendable {
         handles.count.increment()
         handles.duration.record(duration)
     }
-
-    /// One request read, before any route sees it.
-    func requestRead(over version: HTTPVersionName) { requestsByVersion[version]?.increment() }
 
     func signIn(_ outcome: SignInOutcome) { signIns[outcome]?.increment() }
 

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import FoyerServer
 import Glibc
 #endif
 import Logging

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import Hummingbird
 import Logging
 import Prometheus

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import Hummingbird
 
 /// A post's picture as kept: never the upload itself (it carries the photo's EXIF, GPS and maker notes), only

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 
 /// The Unified Push Server Foyer relays device registrations to, and sends through: from flags and env, else from
 /// the `push` service of mobile-services.json. Secrets come from the environment (or that file, which apps never

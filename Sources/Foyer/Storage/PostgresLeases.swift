@@ -55,7 +55,3 @@ extension PostgresStore {
             """).isEmpty
     }
 }
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

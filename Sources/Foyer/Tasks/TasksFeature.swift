@@ -1,3 +1,4 @@
+import FoyerServer
 import Hummingbird
 
 /// Tasks: the task service (the embedded one, or a remote task server and its event feed), the task pages, the

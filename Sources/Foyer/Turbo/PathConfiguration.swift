@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 
 /// The rules native shells load at launch, built once at start from `path_configuration.json`:
 /// shared `settings` and `rules`, plus per-platform `settings` and `rules_before`/`rules_after` under `platforms`.

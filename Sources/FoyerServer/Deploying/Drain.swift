@@ -6,26 +6,26 @@ import Synchronization
 /// first SIGTERM (`FoyerApplication`): `/healthz` answers 503 and every response closes its connection (so a
 /// balancer keeps no idle connection to it); once the server stops accepting, event streams and websockets end
 /// spread over the grace.
-final class Drain: Sendable {
-    let settings: DeploySettings
+public final class Drain: Sendable {
+    public let settings: DeploySettings
     /// Read on every response: a flag, not the lock around the time.
     private let draining = Atomic<Bool>(false)
     private let began = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(settings: DeploySettings) {
+    public init(settings: DeploySettings) {
         self.settings = settings
     }
 
-    var isDraining: Bool { draining.load(ordering: .relaxed) }
+    public var isDraining: Bool { draining.load(ordering: .relaxed) }
     /// When the signal came.
-    var beganAt: ContinuousClock.Instant? { began.withLock { $0 } }
+    public var beganAt: ContinuousClock.Instant? { began.withLock { $0 } }
 
     /// Set by `begin(atOnce: true)` (Ctrl-C): long-lived connections end without waiting their turn.
     private let atOnce = Atomic<Bool>(false)
 
     /// `atOnce`: a person stopping the server by hand (SIGINT), not a deploy: nothing waits for a balancer or spreads
     /// reconnects.
-    func begin(atOnce: Bool = false) {
+    public func begin(atOnce: Bool = false) {
         began.withLock { $0 = $0 ?? .now }
         if atOnce { self.atOnce.store(true, ordering: .relaxed) }
         draining.store(true, ordering: .relaxed)
@@ -33,7 +33,7 @@ final class Drain: Sendable {
 
     /// When one long-lived connection should end, from the moment the server stops accepting: anywhere in the first
     /// nine tenths of the grace (the rest leaves the last ones time to close before the process exits).
-    func endingDelay() -> TimeAmount {
+    public func endingDelay() -> TimeAmount {
         let spread = Int64(settings.shutdownGrace.seconds * 1_000)
         guard spread > 0, !atOnce.load(ordering: .relaxed) else { return .zero }
         return .milliseconds(Int64.random(in: 0...(spread * 9 / 10)))
@@ -41,18 +41,5 @@ final class Drain: Sendable {
 
     /// The `retry:` an ending event stream is told: its browser reconnects after this, a little apart from the
     /// others that end in the same moment.
-    func reconnectDelayMilliseconds() -> Int { Int.random(in: 250...1_500) }
-}
-
-/// While draining, every response says `Connection: close`: clients and balancers open a new connection for their
-/// next request (to another instance), rather than send it on one this instance is about to close.
-struct DrainingResponder<Wrapped: HTTPResponder>: HTTPResponder {
-    let wrapped: Wrapped
-    let drain: Drain
-
-    func respond(to request: Request, context: Wrapped.Context) async throws -> Response {
-        var response = try await wrapped.respond(to: request, context: context)
-        if drain.isDraining, response.status != .switchingProtocols { response.headers[.connection] = "close" }
-        return response
-    }
+    public func reconnectDelayMilliseconds() -> Int { Int.random(in: 250...1_500) }
 }

@@ -11,7 +11,8 @@ import UnixSignals
 /// Foyer's application: Hummingbird's, whose responder, services and settings the test clients use as they are,
 /// run by Foyer itself (`run`) so that a deploy goes unnoticed: its own listening socket (`DeployableServer`), and
 /// SIGTERM drained (`Drain`) rather than ending everything at once.
-public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol where Responder.Context == FoyerRequestContext {
+public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol
+where Responder.Context: RequestContext, Responder.Context.Source == ApplicationRequestContextSource {
     let base: Application<Responder>
     /// Each connection's channel, given the HTTP responder.
     let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel
@@ -35,6 +36,54 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
     @Sendable public func onServerRunning(_ channel: any Channel) async { await base.onServerRunning(channel) }
     public var processesRunBeforeServerStart: [@Sendable () async throws -> Void] { base.processesRunBeforeServerStart }
 
+    /// The server layer around `responder`: the edge on every connection, websockets where `webSockets` says, HTTPS
+    /// from certificate files or ACME (the plain port then redirects, and answers ACME's challenges), HTTP/2 where
+    /// TLS negotiates it, and the deploy's listener and drain.
+    public init(
+        responder: Responder, services: [any Service], logger: Logger, hostname: String, port: Int, edge: Edge,
+        webSockets: WebSocketUpgrades?, https: HTTPSSettings, acmeStorage: ACMEStorage, drain: Drain,
+        open: @escaping @Sendable () -> Logger.Metadata
+    ) async throws {
+        var acme: ACMECertificates?
+        if let settings = https.acme { acme = try await ACMECertificates(settings: settings, store: acmeStorage, logger: logger) }
+        let certificates: (any ServedCertificates)? = try https.certificateFile.map { certificate in
+            do {
+                return try CertificateFiles(certificate: certificate, key: https.keyFile ?? "", logger: logger)
+            } catch {
+                throw StartupError("--tls-certificate, --tls-key: \(error)")
+            }
+        } ?? acme
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
+        )
+        let shutdownGrace = drain.settings.shutdownGrace
+        childChannel = { responder in
+            EdgeGuardedChannel(
+                responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, shutdownGrace: shutdownGrace
+            )
+        }
+        redirect = https.plainHTTPPort.map { plainPort in
+            (
+                listener: .address(host: hostname, port: plainPort),
+                channel: EdgeGuardedChannel(
+                    responder: HTTPSRedirect.responder(httpsPort: port, challenges: acme), http1: http1, webSockets: nil, edge: edge
+                )
+            )
+        }
+        base = Application(
+            responder: responder,
+            server: HTTPServerBuilder { [childChannel] in childChannel($0) },
+            configuration: .init(address: .hostname(hostname, port: port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
+            services: services,
+            logger: logger
+        )
+        self.drain = drain
+        listener = drain.settings.inheritedListener.map { .inherited($0) } ?? .address(host: hostname, port: port)
+        backlog = Int32(EdgeSettings.listenBacklog)
+        self.open = open
+        self.certificates = certificates
+    }
+
     /// Serves until SIGTERM or SIGINT has been drained: `/healthz` answers 503 for the drain delay while requests
     /// are still served, then the socket closes, requests under way finish, and streams and websockets end spread
     /// over the grace. A second signal ends the process at once.
@@ -46,7 +95,7 @@ public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol wh
             childChannel: childChannel { request, responseWriter, channel in
                 // No `hb.request.id` in the logger: RequestLogMiddleware names the request (so `context.id`,
                 // which would read it, is never asked).
-                let context = FoyerRequestContext(source: .init(channel: channel, logger: logger))
+                let context = Responder.Context(source: .init(channel: channel, logger: logger))
                 var response: Response
                 do {
                     response = try await responder.respond(to: request, context: context)

@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
-import GRDB
 import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
@@ -30,7 +29,7 @@ final class ACMECertificates: ServedCertificates {
     }
 
     let settings: ACMESettings
-    private let store: Store
+    private let store: ACMEStorage
     private let logger: Logger
     /// Shut down when `run` ends.
     let http: HTTPClient
@@ -38,7 +37,7 @@ final class ACMECertificates: ServedCertificates {
     /// Challenge tokens this instance is answering, and their key authorizations.
     private let challenges = NIOLockedValueBox<[String: String]>([:])
 
-    init(settings: ACMESettings, store: Store, logger: Logger) async throws {
+    init(settings: ACMESettings, store: ACMEStorage, logger: Logger) async throws {
         (self.settings, self.store, self.logger) = (settings, store, logger)
         var tls = TLSConfiguration.makeClientConfiguration()
         if let file = settings.caCertificateFile {
@@ -65,7 +64,7 @@ final class ACMECertificates: ServedCertificates {
     /// ask any instance behind the name).
     func keyAuthorization(for token: String) async -> String? {
         if let known = challenges.withLockedValue({ $0[token] }) { return known }
-        return try? await Self.item("challenge " + token, in: store).map { String(decoding: $0, as: UTF8.self) }
+        return try? await store.item("challenge " + token).map { String(decoding: $0, as: UTF8.self) }
     }
 
     func run() async {
@@ -119,15 +118,7 @@ final class ACMECertificates: ServedCertificates {
     /// One instance orders at a time: on PostgreSQL under a lease, which the others see taken and wait out (they
     /// then find the new certificate in the store). False when another instance holds it.
     private func obtainUnderLease() async throws -> Bool {
-        switch store {
-        case .sqlite:
-            try await obtainIfStillDue()
-            return true
-        case .postgres(let postgres):
-            return try await postgres.withLease("acme " + settings.storeName, term: .seconds(60), waitingUpTo: nil) {
-                try await self.obtainIfStillDue()
-            } != nil
-        }
+        try await store.underLease("acme " + settings.storeName) { try await self.obtainIfStillDue() }
     }
 
     private func obtainIfStillDue() async throws {
@@ -136,7 +127,7 @@ final class ACMECertificates: ServedCertificates {
             return
         }
         let issued = try await order()
-        try await Self.setItem("certificate " + settings.storeName, try JSONEncoder().encode(StoredCertificate(issued)), in: store)
+        try await store.setItem("certificate " + settings.storeName, try JSONEncoder().encode(StoredCertificate(issued)))
         let context = try Self.context(issued)
         served.withLockedValue { $0 = (context, issued) }
         logger.notice("Certificate issued: new connections get it", metadata: Self.metadata(issued, settings))
@@ -145,12 +136,12 @@ final class ACMECertificates: ServedCertificates {
     /// RFC 8555 §7: the account, an order, each name proven over HTTP-01, the CSR, the certificate.
     private func order() async throws -> Issued {
         let accountName = "account " + settings.directory
-        let account = try await Self.item(accountName, in: store).flatMap { try? JSONDecoder().decode(StoredAccount.self, from: $0) }
+        let account = try await store.item(accountName).flatMap { try? JSONDecoder().decode(StoredAccount.self, from: $0) }
         let accountKey = try account.map { try P256.Signing.PrivateKey(pemRepresentation: $0.key) } ?? P256.Signing.PrivateKey()
         var client = ACMEClient(http: http, directoryURL: settings.directory, accountKey: accountKey, accountURL: account?.url)
         if account == nil {
             let url = try await client.account(email: settings.email)
-            try await Self.setItem(accountName, try JSONEncoder().encode(StoredAccount(key: accountKey.pemRepresentation, url: url)), in: store)
+            try await store.setItem(accountName, try JSONEncoder().encode(StoredAccount(key: accountKey.pemRepresentation, url: url)))
             logger.info("ACME account made", metadata: ["account": "\(url)"])
         }
         logger.info("Ordering a certificate", metadata: ["domains": "\(settings.domains.joined(separator: ","))", "directory": "\(settings.directory)"])
@@ -160,7 +151,7 @@ final class ACMECertificates: ServedCertificates {
             (orderURL, order) = try await client.order(settings.domains)
         } catch let problem as ACMEClient.Problem where problem.type == "urn:ietf:params:acme:error:accountDoesNotExist" {
             // The CA no longer knows the kept account (deactivated, or a test CA started afresh): a new one next time.
-            try await Self.removeItem(accountName, in: store)
+            try await store.removeItem(accountName)
             throw problem
         }
         for authorization in order["authorizations"] as? [String] ?? [] {
@@ -187,10 +178,10 @@ final class ACMECertificates: ServedCertificates {
         else { throw ACMEClient.Problem(status: 0, type: "foyer:challenge", detail: "the CA offers no HTTP-01 challenge for \(authorization)") }
         let answer = client.keyAuthorization(token)
         challenges.withLockedValue { $0[token] = answer }
-        try await Self.setItem("challenge " + token, Data(answer.utf8), in: store)
+        try await store.setItem("challenge " + token, Data(answer.utf8))
         defer {
             challenges.withLockedValue { _ = $0.removeValue(forKey: token) }
-            Task { [store] in try? await Self.removeItem("challenge " + token, in: store) }
+            Task { [store] in try? await store.removeItem("challenge " + token) }
         }
         try await client.post(url, payload: [:])
         _ = try await poll(authorization, with: &client, until: "valid", what: "the authorization of \(details["identifier"] ?? "")")
@@ -281,42 +272,9 @@ final class ACMECertificates: ServedCertificates {
         let url: String
     }
 
-    private static func stored(_ settings: ACMESettings, in store: Store) async throws -> Issued? {
-        guard let data = try await item("certificate " + settings.storeName, in: store) else { return nil }
+    private static func stored(_ settings: ACMESettings, in store: ACMEStorage) async throws -> Issued? {
+        guard let data = try await store.item("certificate " + settings.storeName) else { return nil }
         let stored = try JSONDecoder().decode(StoredCertificate.self, from: data)
         return try issued(chainPEM: stored.chain, keyPEM: stored.key)
-    }
-
-    static func item(_ name: String, in store: Store) async throws -> Data? {
-        switch store {
-        case .sqlite(let database):
-            return try await database.read { db in try Data.fetchOne(db, sql: "SELECT value FROM acme_items WHERE name = ?", arguments: [name]) }
-        case .postgres(let postgres):
-            return try await postgres.query("SELECT value FROM acme_items WHERE name = \(name)").first?.decode(Data.self)
-        }
-    }
-
-    static func setItem(_ name: String, _ value: Data, in store: Store) async throws {
-        switch store {
-        case .sqlite(let database):
-            try await database.write { db in
-                try db.execute(
-                    sql: "INSERT INTO acme_items (name, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                    arguments: [name, value, Date()]
-                )
-            }
-        case .postgres(let postgres):
-            try await postgres.query("""
-                INSERT INTO acme_items (name, value, updated_at) VALUES (\(name), \(value), \(Date()))
-                ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
-                """)
-        }
-    }
-
-    private static func removeItem(_ name: String, in store: Store) async throws {
-        switch store {
-        case .sqlite(let database): try await database.write { db in try db.execute(sql: "DELETE FROM acme_items WHERE name = ?", arguments: [name]) }
-        case .postgres(let postgres): try await postgres.query("DELETE FROM acme_items WHERE name = \(name)")
-        }
     }
 }

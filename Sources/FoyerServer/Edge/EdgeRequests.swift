@@ -29,7 +29,8 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let edge: Edge
     private let tap: EdgeTap
-    private let upgradePaths: Set<String>
+    /// Nil where no websocket is served.
+    private let upgrades: KeptAliveUpgrade?
     private var stage: Stage
     private var unfinished = UnfinishedHead()
     /// The request under way (or the last one), as far as its head said.
@@ -54,10 +55,10 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
     /// This handler's place in the pipeline, for the clocks the tap's calls move.
     private var context: ChannelHandlerContext?
 
-    init(edge: Edge, tap: EdgeTap, upgradePaths: Set<String>) {
+    init(edge: Edge, tap: EdgeTap, upgrades: KeptAliveUpgrade?) {
         self.edge = edge
         self.tap = tap
-        self.upgradePaths = upgradePaths
+        self.upgrades = upgrades
         stage = .opened(since: .now())
     }
 
@@ -220,8 +221,8 @@ final class EdgeRequests: ChannelDuplexHandler, RemovableChannelHandler {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? head.uri
         // NIO's upgrader looks at a connection's first request only; a later one is upgraded by `KeptAliveUpgrade`
         // when it offers all a websocket needs (else it is answered, and the connection closes).
-        let served = decoderStops && head.method == .GET && upgradePaths.contains(path) && upgrade.contains { $0.lowercased().contains("websocket") }
-            && (requestCount == 1 || KeptAliveUpgrade.accepts(head) != nil)
+        let served = decoderStops && head.method == .GET && upgrades?.webSockets.paths.contains(path) == true
+            && upgrade.contains { $0.lowercased().contains("websocket") } && (requestCount == 1 || upgrades?.accepts(head) != nil)
         if served {
             upgradeRequested = true
             return

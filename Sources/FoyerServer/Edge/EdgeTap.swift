@@ -71,6 +71,12 @@ final class EdgeTap: ChannelInboundHandler, RemovableChannelHandler {
 
 /// Closes the connection once a response that says `Connection: close` is written: an early answer such as a
 /// `413` leaves the rest of the request's body unread, and Hummingbird would otherwise wait for it to drain.
+extension ChannelPipeline.SynchronousOperations {
+    /// Whether the server has begun a graceful shutdown, as this connection's edge heard it: a socket or stream that
+    /// opens now ends at once.
+    public var serverIsQuiescing: Bool { (try? handler(type: EdgeTap.self))?.quiescing == true }
+}
+
 final class CloseAfterResponse: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart

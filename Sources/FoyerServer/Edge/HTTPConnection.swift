@@ -18,7 +18,7 @@ struct HTTPConnection {
     /// A websocket asked for after the connection's first request (a balancer's kept-alive connection); nil where
     /// no websocket is served.
     let upgrades: KeptAliveUpgrade?
-    let metrics: FoyerMetrics
+    let metrics: ServerMetrics
 
     func serve(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
         let channel = http.channel
@@ -61,7 +61,7 @@ struct HTTPConnection {
                 metrics.requestRead(over: .http1)
                 if let upgrades, let upgrade = upgrades.accepts(head) {
                     handover.takeForUpgrade()
-                    upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, dialect: upgrade.dialect)
+                    upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, subprotocol: upgrade.subprotocol)
                     return
                 }
                 let request = Request(head: head, body: RequestBody(asyncSequence: RequestBodyParts(parts)))
@@ -118,8 +118,8 @@ struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
 /// Lets the response being written take its connection over: from then on something on the event loop (a live
 /// stream's fan-out) writes it, and the connection's task ends without closing it. Set by `HTTPConnection` for
 /// the requests it reads; nil elsewhere (the router test client), where a response keeps its task.
-final class ConnectionHandover: Sendable {
-    @TaskLocal static var current: ConnectionHandover?
+public final class ConnectionHandover: Sendable {
+    @TaskLocal public static var current: ConnectionHandover?
 
     private let channel: any Channel
     private let taken = Atomic<Bool>(false)
@@ -137,7 +137,7 @@ final class ConnectionHandover: Sendable {
     /// after them: the event loop runs what is given to it in order). `onQuiesce` is called on the event loop when
     /// the server begins a graceful shutdown (or has already): it should end the response. What it gives writes the
     /// response's body from then on.
-    func take(onQuiesce: @escaping @Sendable () -> Void) -> HandedOverConnection {
+    public func take(onQuiesce: @escaping @Sendable () -> Void) -> HandedOverConnection {
         taken.store(true, ordering: .releasing)
         let (channel, connection) = (channel, HandedOverConnection(onQuiesce: onQuiesce))
         channel.eventLoop.execute {
@@ -150,7 +150,7 @@ final class ConnectionHandover: Sendable {
             if let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
                 operations.removeHandler(context: decoder, promise: nil)
             }
-            if (try? operations.handler(type: EdgeTap.self))?.quiescing == true { onQuiesce() }
+            if operations.serverIsQuiescing { onQuiesce() }
         }
         return connection
     }
@@ -162,10 +162,10 @@ final class ConnectionHandover: Sendable {
 /// it on deinit, so it half-closes nothing.) A graceful shutdown ends the response. Body chunks are framed and
 /// written here, past the HTTP handlers: a change reaches ten thousand connections without passing each one's
 /// pipeline.
-final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = NIOAny
-    typealias OutboundOut = ByteBuffer
+public final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
+    public typealias InboundIn = ByteBuffer
+    public typealias OutboundIn = NIOAny
+    public typealias OutboundOut = ByteBuffer
 
     private let onQuiesce: @Sendable () -> Void
     /// Set once the handler is in the pipeline; only used on the connection's event loop.
@@ -176,28 +176,25 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
     }
 
     /// Writes `bytes` as one chunk of the response's body (HTTP/1.1 chunked coding), without flushing.
-    func writeChunk(_ bytes: ByteBuffer) {
+    public func writeChunk(_ bytes: ByteBuffer) {
         guard bytes.readableBytes > 0 else { return }
         write(Self.chunk(bytes))
     }
 
     /// Writes bytes already framed as a chunk (`chunk`), without flushing: a fan-out frames an event once for all.
     /// On the connection's event loop (a fan-out checks that once per delivery, not per connection).
-    func write(_ chunk: ByteBuffer) {
+    public func write(_ chunk: ByteBuffer) {
         guard let context else { return }
         context.write(wrapOutboundOut(chunk), promise: nil)
     }
 
     /// Flushes from here, not through the pipeline behind.
-    func flush() {
+    public func flush() {
         context?.flush()
     }
 
-    /// Every taken-over stream frames its events alike.
-    static let chunked = LiveChannel.Connection.Framing(key: "http-chunk", frame: chunk)
-
     /// `bytes` as one chunk of an HTTP/1.1 chunked body: its size in hex, the bytes, a line end.
-    static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
+    public static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
         let size = String(bytes.readableBytes, radix: 16)
         var chunk = ByteBufferAllocator().buffer(capacity: size.utf8.count + bytes.readableBytes + 4)
         chunk.writeString(size)
@@ -207,24 +204,24 @@ final class HandedOverConnection: ChannelDuplexHandler, RemovableChannelHandler,
         return chunk
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    public func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         context.read()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.close(promise: nil)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    public func channelReadComplete(context: ChannelHandlerContext) {
         context.read()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent { onQuiesce() }
         // The client closed its side (a browser's EventSource.close() sends a FIN; the server allows half-closed
         // connections): it is gone, and its stream with it, not only when the next heartbeat finds no one.

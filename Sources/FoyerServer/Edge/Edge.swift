@@ -15,7 +15,7 @@ import NIOTLS
 import Synchronization
 
 /// What the edge refuses, each with the status a client gets (in JSON or HTML, as far as its request line said which).
-enum EdgeRefusal: Hashable, Sendable {
+public enum EdgeRefusal: Hashable, Sendable {
     case requestTimeout(json: Bool)
     case uriTooLong(json: Bool)
     case headTooLarge(json: Bool)
@@ -26,7 +26,7 @@ enum EdgeRefusal: Hashable, Sendable {
     /// HTTP/1.1 without exactly one `Host` (RFC 9112 §3.2).
     case missingHost(json: Bool)
 
-    var status: HTTPResponse.Status {
+    public var status: HTTPResponse.Status {
         switch self {
         case .requestTimeout: .requestTimeout
         case .uriTooLong: .uriTooLong
@@ -35,25 +35,11 @@ enum EdgeRefusal: Hashable, Sendable {
         }
     }
 
-    var json: Bool {
+    public var json: Bool {
         switch self {
         case .requestTimeout(let json), .uriTooLong(let json), .headTooLarge(let json), .tooManyHeaders(let json),
             .trailersTooLarge(let json), .malformed(let json), .missingHost(let json):
             json
-        }
-    }
-
-    /// What the refused client is told, in `language`.
-    func message(in language: Language) -> String {
-        let kibibytes = ["kib": "\(EdgeSettings.maximumHeadBytes / 1024)", "fields": "\(EdgeSettings.maximumHeaderCount)"]
-        return switch self {
-        case .requestTimeout: language.text("edge.timeout")
-        case .uriTooLong: language.text("edge.uri_too_long", ["kib": "\(EdgeSettings.maximumRequestLineBytes / 1024)"])
-        case .headTooLarge: language.text("edge.head_too_large", kibibytes)
-        case .tooManyHeaders: language.text("edge.too_many_headers", kibibytes)
-        case .trailersTooLarge: language.text("edge.trailers_too_large", kibibytes)
-        case .malformed: language.text("edge.malformed")
-        case .missingHost: language.text("edge.missing_host")
         }
     }
 
@@ -69,7 +55,7 @@ enum EdgeRefusal: Hashable, Sendable {
         }
     }
 
-    static let all: [EdgeRefusal] = [true, false].flatMap { json in
+    public static let all: [EdgeRefusal] = [true, false].flatMap { json in
         [
             .requestTimeout(json: json), .uriTooLong(json: json), .headTooLarge(json: json), .tooManyHeaders(json: json),
             .trailersTooLarge(json: json), .malformed(json: json), .missingHost(json: json),
@@ -78,14 +64,14 @@ enum EdgeRefusal: Hashable, Sendable {
 }
 
 /// Open client connections, against the cap.
-final class EdgeConnections: Sendable {
+public final class EdgeConnections: Sendable {
     let cap: Int
     private let count = Atomic<Int>(0)
     /// The most open at once since `takePeak` last asked.
     private let peak = Atomic<Int>(0)
-    private let metrics: FoyerMetrics
+    private let metrics: ServerMetrics
 
-    init(cap: Int, metrics: FoyerMetrics) {
+    init(cap: Int, metrics: ServerMetrics) {
         self.cap = cap
         self.metrics = metrics
     }
@@ -109,10 +95,10 @@ final class EdgeConnections: Sendable {
     }
 
     /// Client connections open now.
-    var openCount: Int { count.load(ordering: .relaxed) }
+    public var openCount: Int { count.load(ordering: .relaxed) }
 
     /// The most connections open at once since the last call, and how many are open now (the next peak starts there).
-    func takePeak() -> (peak: Int, open: Int) {
+    public func takePeak() -> (peak: Int, open: Int) {
         let open = count.load(ordering: .relaxed)
         return (max(peak.exchange(open, ordering: .relaxed), open), open)
     }
@@ -124,76 +110,53 @@ final class EdgeConnections: Sendable {
 }
 
 /// The edge of one application: its settings, its open connections, and the answers to what it refuses, each
-/// made once at start (pages included).
-final class Edge: Sendable {
+/// made once at start (pages included, by whoever assembles the server: it knows the views and languages).
+public final class Edge: Sendable {
     let headerTimeout: TimeAmount
-    let idleTimeout: TimeAmount
-    let connections: EdgeConnections
+    public let idleTimeout: TimeAmount
+    public let connections: EdgeConnections
     private let answers: [EdgeRefusal: EdgeAnswer]
-    let metrics: FoyerMetrics
+    let metrics: ServerMetrics
 
-    init(settings: EdgeSettings, metrics: FoyerMetrics, views: Views) {
+    public init(settings: EdgeSettings, metrics: ServerMetrics, answer: (EdgeRefusal) -> EdgeAnswer) {
         headerTimeout = .nanoseconds(Int64(settings.headerTimeout.seconds * 1e9))
         idleTimeout = .nanoseconds(Int64(settings.idleTimeout.seconds * 1e9))
         connections = EdgeConnections(cap: settings.connectionCap, metrics: metrics)
         self.metrics = metrics
-        answers = Dictionary(uniqueKeysWithValues: EdgeRefusal.all.map { refusal in
-            (refusal, Self.answer(refusal, views: views))
-        })
+        answers = Dictionary(uniqueKeysWithValues: EdgeRefusal.all.map { ($0, answer($0)) })
     }
 
     func answer(_ refusal: EdgeRefusal) -> EdgeAnswer { answers[refusal]! }
 
-    func refused(_ refusal: EdgeRefusal) { metrics.edgeRefusal(refusal.metricsReason) }
+    func refused(_ refusal: EdgeRefusal) { metrics.edgeRefused(refusal) }
+}
 
-    /// A whole response, `Connection: close`: the connection ends after it.
-    private static func answer(_ refusal: EdgeRefusal, views: Views) -> EdgeAnswer {
-        let status = refusal.status
-        var body = ByteBuffer()
-        var head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: status.code, reasonPhrase: status.reasonPhrase))
-        // Made before any request is read, so in the default language.
-        let language = views.languages.fallback
-        let message = refusal.message(in: language)
-        if refusal.json {
-            head.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-            body.writeBytes(try! JSONSerialization.data(withJSONObject: ["error": message], options: [.withoutEscapingSlashes]))
-        } else {
-            head.headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
-            let title = language.text("errors.status", ["status": "\(status.code)"])
-            body = views.standalonePage("errors/show", ["title": title, "status": status.code, "message": message], title: title, in: language)
-        }
-        head.headers.add(name: "Content-Language", value: language.tag)
-        head.headers.add(name: "Content-Length", value: String(body.readableBytes))
-        head.headers.add(name: "Connection", value: "close")
-        head.headers.add(name: "Cache-Control", value: "no-store")
-        for field in SecurityHeaderFields.everywhere { head.headers.add(name: field.name.rawName, value: field.value) }
-        if !refusal.json {
-            for field in views.pageSecurityFields { head.headers.add(name: field.name.rawName, value: field.value) }
-        }
-        return EdgeAnswer(head: head, body: body)
+/// A refusal's whole response, `Connection: close` (the connection ends after it): made once, and written through
+/// NIO's encoder like any other.
+public struct EdgeAnswer: Sendable {
+    let head: HTTPResponseHead
+    let body: ByteBuffer
+
+    public init(head: HTTPResponseHead, body: ByteBuffer) {
+        self.head = head
+        self.body = body
     }
 }
 
-/// A refusal's response, made once and written through NIO's encoder like any other.
-struct EdgeAnswer: Sendable {
-    let head: HTTPResponseHead
-    let body: ByteBuffer
-}
-
-/// Each connection: HTTP/1.1 with websocket upgrades on `/graphql`, and the edge on it (its tap before NIO's
-/// decoder, its rules right after it). Requests are read by `HTTPConnection`; an upgraded connection is handed to
-/// `GraphQLSocket` on its event loop and keeps no task. (Hummingbird's websocket channel runs each socket in a task
-/// group of its own for as long as it is open.)
-struct EdgeGuardedChannel: ServerChildChannel {
-    struct Value: ServerChildChannelValue {
+/// Each connection: HTTP/1.1 with the websocket upgrades served (`WebSocketUpgrades`), and the edge on it (its tap
+/// before NIO's decoder, its rules right after it). Requests are read by `HTTPConnection`; an upgraded connection is
+/// handed to its socket on its event loop and keeps no task. (Hummingbird's websocket channel runs each socket in a
+/// task group of its own for as long as it is open.)
+public struct EdgeGuardedChannel: ServerChildChannel {
+    public struct Value: ServerChildChannelValue {
         let negotiated: EventLoopFuture<Negotiated>
-        let channel: any Channel
+        public let channel: any Channel
     }
 
     /// What NIO's upgrader made of a connection's first request.
     enum Negotiated: Sendable {
         case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
-        /// An upgrade asked for without a dialect we speak (or a broken websocket handshake).
+        /// An upgrade asked for without a subprotocol served (or a broken websocket handshake).
         case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// Served on its event loop from now on.
         case webSocket
@@ -203,17 +166,13 @@ struct EdgeGuardedChannel: ServerChildChannel {
 
     let responder: HTTPChannelHandler.Responder
     let http1: HTTP1Channel.Configuration
-    let webSockets: GraphQLWebSocketController
+    /// Nil on the plain-HTTP port beside HTTPS (only the redirect there), and where no websocket is served.
+    let webSockets: WebSocketUpgrades?
     let edge: Edge
     /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts.
     var tls: (any ServedCertificates)? = nil
-    /// False on the plain-HTTP port beside HTTPS: no websocket there, only the redirect.
-    var servesWebSockets = true
     /// How long an HTTP/2 connection's streams may go on after a graceful shutdown's GOAWAY before it is closed.
     var shutdownGrace: Duration = .seconds(30)
-    /// Paths where an `Upgrade` is served (websockets); anywhere else it is ignored.
-    static let upgradePaths: Set<String> = [GraphQLWebSocketController.path]
-
     /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
     /// `maximumHeadBytes`, at most `maximumHeaderCount` fields. A URL over `maximumRequestLineBytes` whose head
     /// still fits is refused by `EdgeRequests` once parsed.
@@ -224,7 +183,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
         )
     }
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    public func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let operations = channel.pipeline.syncOperations
             let tap = EdgeTap(edge: edge)
@@ -258,7 +217,7 @@ struct EdgeGuardedChannel: ServerChildChannel {
         let negotiated = try operations.configureUpgradableHTTPServerPipeline(configuration: pipelineConfiguration(logger: logger))
         let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
         try operations.addHandler(
-            EdgeRequests(edge: edge, tap: tap, upgradePaths: servesWebSockets ? Self.upgradePaths : []), position: .after(decoder)
+            EdgeRequests(edge: edge, tap: tap, upgrades: webSockets.map(KeptAliveUpgrade.init)), position: .after(decoder)
         )
         return negotiated
     }
@@ -268,9 +227,9 @@ struct EdgeGuardedChannel: ServerChildChannel {
         let (http1, webSockets, secure) = (http1, webSockets, tls != nil)
         let upgradeRefused = NIOLockedValueBox(false)
         let upgrader = NIOTypedWebSocketServerUpgrader<Negotiated>(
-            maxFrameSize: GraphQLController.maximumBodySize,
+            maxFrameSize: webSockets?.maximumFrameSize ?? 0,
             shouldUpgrade: { channel, head in
-                let protocolName = GraphQLWebSocketController.dialect(of: head)?.rawValue
+                let protocolName = webSockets?.subprotocol(head)
                 if protocolName == nil { upgradeRefused.withLockedValue { $0 = true } }
                 return channel.eventLoop.makeSucceededFuture(protocolName.map { HTTPHeaders([("Sec-WebSocket-Protocol", $0)]) })
             },
@@ -281,12 +240,12 @@ struct EdgeGuardedChannel: ServerChildChannel {
                     if let requests = try? operations.context(handlerType: EdgeRequests.self) {
                         operations.removeHandler(context: requests, promise: nil)
                     }
-                    try webSockets.serve(channel, upgradedFor: head)
+                    try webSockets?.serve(channel, head, nil)
                     return .webSocket
                 }
             }
         )
-        let upgrades = NIOTypedHTTPServerUpgradeConfiguration<Negotiated>(upgraders: servesWebSockets ? [upgrader] : []) { channel in
+        let upgrades = NIOTypedHTTPServerUpgradeConfiguration<Negotiated>(upgraders: webSockets == nil ? [] : [upgrader]) { channel in
             channel.eventLoop.makeCompletedFuture {
                 let operations = channel.pipeline.syncOperations
                 try operations.addHandler(HTTP1ToHTTPServerCodec(secure: secure))
@@ -309,29 +268,25 @@ struct EdgeGuardedChannel: ServerChildChannel {
         return configuration
     }
 
-    func handle(value: Value, logger: Logger) async {
+    public func handle(value: Value, logger: Logger) async {
         switch try? await value.negotiated.get() {
         case .http(let http):
-            await HTTPConnection(responder: responder, upgrades: servesWebSockets ? KeptAliveUpgrade(webSockets: webSockets) : nil, metrics: edge.metrics)
+            await HTTPConnection(responder: responder, upgrades: webSockets.map(KeptAliveUpgrade.init), metrics: edge.metrics)
                 .serve(http, logger: logger)
         case .http2(let streams):
             await HTTP2Connection(responder: responder, edge: edge).serve(streams, on: value.channel, grace: shutdownGrace, logger: logger)
         case .refusedUpgrade(let http):
-            await Self.refuseUpgrade(http)
+            if let webSockets { await Self.refuseUpgrade(http, with: webSockets.refusal) }
         case .webSocket, nil:
             // A socket is its event loop's now; a connection that closed before its first request is over.
             return
         }
     }
 
-    /// An upgrade to `/graphql` that offers neither dialect: a 400 that says which to offer, then the close.
-    private static func refuseUpgrade(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) async {
-        let body = ByteBuffer(string: "WebSocket /graphql speaks graphql-transport-ws or graphql-ws: offer one in Sec-WebSocket-Protocol.\n")
-        var fields: HTTPFields = [.connection: "close", .contentType: "text/plain; charset=utf-8", .contentLength: String(body.readableBytes)]
-        fields.append(contentsOf: SecurityHeaderFields.everywhere)
-        let head = HTTPResponse(status: .badRequest, headerFields: fields)
+    /// An upgrade that offers no subprotocol served: a 400 that says which to offer, then the close.
+    private static func refuseUpgrade(_ http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, with refusal: (head: HTTPResponse, body: ByteBuffer)) async {
         try? await http.executeThenClose { _, outbound in
-            try await outbound.write(contentsOf: [.head(head), .body(body), .end(nil)])
+            try await outbound.write(contentsOf: [.head(refusal.head), .body(refusal.body), .end(nil)])
         }
     }
 }
