@@ -7,11 +7,25 @@ import Hummingbird
 /// freed when the response is returned; the body, a live stream included, is written by the shallow connection task.
 struct RequestTaskResponder<Wrapped: HTTPResponder & Sendable>: HTTPResponder where Wrapped.Context == FoyerRequestContext {
     typealias Context = FoyerRequestContext
-    let wrapped: Wrapped
+
+    /// The chain behind one reference. Each request copies the responder: its child task captures it, and
+    /// `FoyerApplication`, generic in another module, copies it through value witnesses. Held inline, the chain
+    /// (responders, the router's, the error pages' views…) was copied field by field: 6 % of `/up`'s CPU.
+    private final class Chain: Sendable {
+        let wrapped: Wrapped
+        init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+    }
+
+    private let chain: Chain
+
+    init(wrapped: Wrapped) {
+        chain = Chain(wrapped)
+    }
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        try await withThrowingTaskGroup(of: Response.self) { group in
-            group.addTask { try await wrapped.respond(to: request, context: context) }
+        let chain = chain
+        return try await withThrowingTaskGroup(of: Response.self) { group in
+            group.addTask { try await chain.wrapped.respond(to: request, context: context) }
             return try await group.next()!
         }
     }
