@@ -10,6 +10,24 @@ import Testing
 @testable import Foyer
 
 @Suite struct SessionsAPITests {
+    /// `GET /api/v1/me` writes its JSON by hand: the same bytes as the API's encoder, for every kind of field (absent
+    /// ones as null, a role, dates before 1970 and with fractions of a second, text that needs escaping).
+    @Test func theHandWrittenMeIsWhatTheEncoderWrites() throws {
+        var full = User(
+            id: 42, email: "ada@example.com", name: "Ada \"the\" Countess\\ of Lovelace\n\u{1}\t é 数 </script>", passwordHash: "",
+            createdAt: Date(timeIntervalSince1970: 1_800_000_000.999), emailConfirmedAt: Date(), termsAcceptedAt: Date(timeIntervalSince1970: -86_400.25)
+        )
+        full.role = .admin
+        full.locale = "pt-BR"
+        let bare = User(id: 7, email: "b@example.com", name: "B", passwordHash: "", createdAt: Date(timeIntervalSince1970: 0))
+        for (user, provider) in [(full, "keycloak/realm"), (bare, nil)] {
+            let me = SessionsAPIController.Me(user, provider: provider)
+            let written = String(buffer: me.json)
+            let encoded = String(buffer: Response.encodeJSON(me))
+            #expect(written == encoded)
+        }
+    }
+
     @Test func signInAnswers201WithTokenHeaderAndPersistentCookie() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

@@ -142,7 +142,7 @@ struct AccountSettingsController {
         _ = try await apply(try await request.decodeBody(as: Changes.self), identity: context.identity, clientIP: clientIP(request, context))
         let user = try await accounts.signIn.users.storage.find(id: context.identity.userId) ?? context.identity.user
         let provider = try await accounts.signIn.providers.provider(of: context.identity)?.name
-        return .json(SessionsAPIController.Me(user, provider: provider))
+        return .json(encoded: SessionsAPIController.Me(user, provider: provider).json)
     }
 
     // MARK: The account page's forms
