@@ -14,7 +14,7 @@ import Testing
     /// ones as null, a role, dates before 1970 and with fractions of a second, text that needs escaping).
     @Test func theHandWrittenMeIsWhatTheEncoderWrites() throws {
         var full = User(
-            id: 42, email: "ada@example.com", name: "Ada \"the\" Countess\\ of Lovelace\n\u{1}\t é 数 </script>", passwordHash: "",
+            id: 42, email: "ada@example.com", name: "Ada \"the\" Countess\\ of Lovelace\n\r\u{1}\u{8}\u{c}\u{1f}\u{7f}\t é 数 👩🏽‍💻 / </script>", passwordHash: "",
             createdAt: Date(timeIntervalSince1970: 1_800_000_000.999), emailConfirmedAt: Date(), termsAcceptedAt: Date(timeIntervalSince1970: -86_400.25)
         )
         full.role = .admin

@@ -7,6 +7,12 @@ enum JSONString {
     /// `escapingLessThan`: `<` too is escaped (`\u003c`), so the JSON can sit inside a `<script>` element.
     static func append(_ text: String, to json: inout String, escapingLessThan: Bool = false) {
         json += "\""
+        // Most text needs no escape: then it goes in whole, not scalar by scalar.
+        guard text.utf8.contains(where: { needsEscape($0, escapingLessThan: escapingLessThan) }) else {
+            json += text
+            json += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": json += "\\\""
@@ -23,61 +29,127 @@ enum JSONString {
         }
         json += "\""
     }
+
+    /// The same, written into `buffer`: runs that need no escape are copied as they are.
+    static func write(_ text: String, to buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for (index, byte) in bytes.enumerated() where needsEscape(byte, escapingLessThan: false) {
+                buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[start..<index]))
+                switch byte {
+                case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
+                case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
+                case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
+                case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
+                case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
+                // As JSONEncoder writes these two.
+                case 0x08: buffer.writeStaticString("\\b")
+                case 0x0C: buffer.writeStaticString("\\f")
+                default:
+                    buffer.writeStaticString("\\u00")
+                    buffer.writeInteger(hexDigit(byte >> 4))
+                    buffer.writeInteger(hexDigit(byte & 0xF))
+                }
+                start = index + 1
+            }
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[start...]))
+        }
+        buffer.writeInteger(UInt8(ascii: "\""))
+    }
+
+    /// Every byte a JSON string escapes is ASCII, so bytes of a multi-byte character never are.
+    private static func needsEscape(_ byte: UInt8, escapingLessThan: Bool) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || (escapingLessThan && byte == UInt8(ascii: "<"))
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+    }
 }
 
 /// A JSON object written by hand, for an answer whose encoding cost more than the rest of its route (`GET
 /// /api/v1/me`: `JSONEncoder` was a tenth of its CPU). Keys go in ascending order, as the API's encoder sorts them,
 /// so the bytes are those `JSONEncoder` would write; a key out of order stops a debug build.
 struct JSONObjectText {
-    private var text = "{"
-    private var lastKey = ""
+    private(set) var buffer = ByteBuffer(integer: UInt8(ascii: "{"))
+    private var lastKey: StaticString?
 
-    private mutating func key(_ key: String) {
-        assert(lastKey.isEmpty || lastKey < key, "\(key) after \(lastKey): the API's JSON sorts its keys")
-        if !lastKey.isEmpty { text += "," }
+    init() {
+        buffer.reserveCapacity(256)
+    }
+
+    /// Keys are the code's own: ASCII, nothing to escape.
+    private mutating func key(_ key: StaticString) {
+        if let lastKey {
+            assert(String(describing: lastKey) < String(describing: key), "\(key) after \(lastKey): the API's JSON sorts its keys")
+            buffer.writeInteger(UInt8(ascii: ","))
+        }
         lastKey = key
-        JSONString.append(key, to: &text)
-        text += ":"
+        buffer.writeInteger(UInt8(ascii: "\""))
+        buffer.writeStaticString(key)
+        buffer.writeStaticString("\":")
     }
 
-    mutating func add(_ name: String, _ value: String?) {
+    mutating func add(_ name: StaticString, _ value: String?) {
         key(name)
-        if let value { JSONString.append(value, to: &text) } else { text += "null" }
+        if let value { JSONString.write(value, to: &buffer) } else { buffer.writeStaticString("null") }
     }
 
-    mutating func add(_ name: String, _ value: Int64) {
+    mutating func add(_ name: StaticString, _ value: Int64) {
         key(name)
-        text += String(value)
+        buffer.writeString(String(value))
     }
 
-    mutating func add(_ name: String, _ value: Bool) {
+    mutating func add(_ name: StaticString, _ value: Bool) {
         key(name)
-        text += value ? "true" : "false"
+        buffer.writeStaticString(value ? "true" : "false")
     }
 
     /// As the API's encoder writes a date (`.iso8601`): UTC to the second, `2026-11-28T12:00:00Z`.
-    mutating func add(_ name: String, _ value: Date?) {
+    mutating func add(_ name: StaticString, _ value: Date?) {
         key(name)
         guard let value else {
-            text += "null"
+            buffer.writeStaticString("null")
             return
         }
-        text += "\""
-        text += Self.iso8601(value)
-        text += "\""
-    }
-
-    static func iso8601(_ date: Date) -> String {
-        var whole = time_t(date.timeIntervalSince1970.rounded(.down))
+        var whole = time_t(value.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&whole, &parts)
-        func digits(_ value: Int32, _ count: Int) -> String {
-            let text = String(value)
-            return text.count < count ? String(repeating: "0", count: count - text.count) + text : text
+        func digits(_ value: Int32, _ count: Int) {
+            var divisor: Int32 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var value = value
+            if value >= divisor * 10 {
+                // A year past 9999: all of its digits, as the encoder writes them.
+                buffer.writeString(String(value))
+                return
+            }
+            while divisor > 0 {
+                buffer.writeInteger(UInt8(ascii: "0") + UInt8(value / divisor))
+                value %= divisor
+                divisor /= 10
+            }
         }
-        return digits(parts.tm_year + 1900, 4) + "-" + digits(parts.tm_mon + 1, 2) + "-" + digits(parts.tm_mday, 2) + "T"
-            + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":" + digits(parts.tm_sec, 2) + "Z"
+        buffer.writeInteger(UInt8(ascii: "\""))
+        digits(parts.tm_year + 1900, 4)
+        buffer.writeInteger(UInt8(ascii: "-"))
+        digits(parts.tm_mon + 1, 2)
+        buffer.writeInteger(UInt8(ascii: "-"))
+        digits(parts.tm_mday, 2)
+        buffer.writeInteger(UInt8(ascii: "T"))
+        digits(parts.tm_hour, 2)
+        buffer.writeInteger(UInt8(ascii: ":"))
+        digits(parts.tm_min, 2)
+        buffer.writeInteger(UInt8(ascii: ":"))
+        digits(parts.tm_sec, 2)
+        buffer.writeStaticString("Z\"")
     }
 
-    var buffer: ByteBuffer { ByteBuffer(string: text + "}") }
+    /// The object, closed.
+    mutating func finished() -> ByteBuffer {
+        buffer.writeInteger(UInt8(ascii: "}"))
+        return buffer
+    }
 }

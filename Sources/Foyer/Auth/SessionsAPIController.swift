@@ -197,16 +197,16 @@ struct SessionsAPIController {
         /// /api/v1/me` is asked of every app at every launch, and `JSONEncoder` was a tenth of answering it.
         var json: ByteBuffer {
             var object = JSONObjectText()
-            object.add(CodingKeys.createdAt.rawValue, createdAt)
-            object.add(CodingKeys.email.rawValue, email)
-            object.add(CodingKeys.emailConfirmed.rawValue, emailConfirmed)
-            object.add(CodingKeys.id.rawValue, id)
-            object.add(CodingKeys.locale.rawValue, locale)
-            object.add(CodingKeys.name.rawValue, name)
-            object.add(CodingKeys.provider.rawValue, provider)
-            object.add(CodingKeys.role.rawValue, role?.rawValue)
-            object.add(CodingKeys.termsAcceptedAt.rawValue, termsAcceptedAt)
-            return object.buffer
+            object.add("created_at", createdAt)
+            object.add("email", email)
+            object.add("email_confirmed", emailConfirmed)
+            object.add("id", id)
+            object.add("locale", locale)
+            object.add("name", name)
+            object.add("provider", provider)
+            object.add("role", role?.rawValue)
+            object.add("terms_accepted_at", termsAcceptedAt)
+            return object.finished()
         }
 
         func encode(to encoder: any Encoder) throws {
