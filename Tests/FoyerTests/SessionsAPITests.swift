@@ -10,6 +10,28 @@ import Testing
 @testable import Foyer
 
 @Suite struct SessionsAPITests {
+    /// The calendar by arithmetic agrees with the C library's on every day from 1600 to 2600, at both ends of each
+    /// day (and a second either side of midnight).
+    @Test func utcTimeIsWhatGmtimeSays() {
+        for days in stride(from: -135_140, through: 230_100, by: 1) {
+            for secondOfDay in [0, 1, 43_200, 86_399] {
+                var whole = time_t(days * 86_400 + secondOfDay)
+                var parts = tm()
+                gmtime_r(&whole, &parts)
+                let expected = UTCTime(
+                    year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday),
+                    hour: Int(parts.tm_hour), minute: Int(parts.tm_min), second: Int(parts.tm_sec)
+                )
+                let made = UTCTime(Date(timeIntervalSince1970: TimeInterval(whole)))
+                if made != expected {
+                    Issue.record("\(whole): \(made), gmtime says \(expected)")
+                    return
+                }
+            }
+        }
+        #expect(UTCTime(Date(timeIntervalSince1970: -0.5)) == UTCTime(year: 1969, month: 12, day: 31, hour: 23, minute: 59, second: 59))
+    }
+
     /// `GET /api/v1/me` writes its JSON by hand: the same bytes as the API's encoder, for every kind of field (absent
     /// ones as null, a role, dates before 1970 and with fractions of a second, text that needs escaping).
     @Test func theHandWrittenMeIsWhatTheEncoderWrites() throws {

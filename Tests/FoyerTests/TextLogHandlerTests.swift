@@ -11,6 +11,12 @@ import Testing
         let description: String
     }
 
+    /// `--log-format json` stamps lines in UTC with milliseconds.
+    @Test func jsonLinesAreStampedInUTCWithMilliseconds() {
+        #expect(JSONLogHandler.timestamp(Date(timeIntervalSince1970: 1_800_000_000.25)) == "2027-01-15T08:00:00.250Z")
+        #expect(JSONLogHandler.timestamp(Date(timeIntervalSince1970: 951_782_400.5)) == "2000-02-29T00:00:00.500Z")
+    }
+
     static let provider = Logger.MetadataProvider { ["request_id": "from-provider", "trace_id": "t"] }
 
     /// What `StreamLogHandler` writes for `event`, and the same event's `TextLogHandler` line stamped with the time it

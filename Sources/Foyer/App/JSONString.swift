@@ -114,11 +114,9 @@ struct JSONObjectText {
             buffer.writeStaticString("null")
             return
         }
-        var whole = time_t(value.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&whole, &parts)
-        func digits(_ value: Int32, _ count: Int) {
-            var divisor: Int32 = 1
+        let time = UTCTime(value)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
             for _ in 1..<count { divisor *= 10 }
             var value = value
             if value >= divisor * 10 {
@@ -133,17 +131,17 @@ struct JSONObjectText {
             }
         }
         buffer.writeInteger(UInt8(ascii: "\""))
-        digits(parts.tm_year + 1900, 4)
+        digits(time.year, 4)
         buffer.writeInteger(UInt8(ascii: "-"))
-        digits(parts.tm_mon + 1, 2)
+        digits(time.month, 2)
         buffer.writeInteger(UInt8(ascii: "-"))
-        digits(parts.tm_mday, 2)
+        digits(time.day, 2)
         buffer.writeInteger(UInt8(ascii: "T"))
-        digits(parts.tm_hour, 2)
+        digits(time.hour, 2)
         buffer.writeInteger(UInt8(ascii: ":"))
-        digits(parts.tm_min, 2)
+        digits(time.minute, 2)
         buffer.writeInteger(UInt8(ascii: ":"))
-        digits(parts.tm_sec, 2)
+        digits(time.second, 2)
         buffer.writeStaticString("Z\"")
     }
 
@@ -151,5 +149,32 @@ struct JSONObjectText {
     mutating func finished() -> ByteBuffer {
         buffer.writeInteger(UInt8(ascii: "}"))
         return buffer
+    }
+}
+
+/// A date's UTC calendar fields to the second, by arithmetic: glibc's `gmtime_r` takes the time-zone lock on every
+/// call, which every request that writes a date then waits on.
+struct UTCTime: Equatable {
+    let year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+
+    init(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) {
+        (self.year, self.month, self.day, self.hour, self.minute, self.second) = (year, month, day, hour, minute, second)
+    }
+
+    /// Days from 1970-01-01 to the proleptic Gregorian date, in 400-year eras (Howard Hinnant's `civil_from_days`).
+    init(_ date: Date) {
+        let seconds = Int(date.timeIntervalSince1970.rounded(.down))
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let ofDay = seconds - days * 86_400
+        (hour, minute, second) = (ofDay / 3600, ofDay % 3600 / 60, ofDay % 60)
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
+        month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+        year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
     }
 }

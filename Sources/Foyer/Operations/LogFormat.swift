@@ -147,16 +147,14 @@ struct JSONLogHandler: LogHandler {
         Self.output.emit(line)
     }
 
-    /// UTC with milliseconds, without a formatter on every line.
+    /// UTC with milliseconds, without a formatter (or the C library's time-zone lock) on every line.
     static func timestamp(_ date: Date = Date()) -> String {
         let seconds = date.timeIntervalSince1970
-        var whole = time_t(seconds.rounded(.down))
-        var parts = tm()
-        gmtime_r(&whole, &parts)
+        let time = UTCTime(date)
         let milliseconds = Int((seconds - seconds.rounded(.down)) * 1000)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let millis = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+        return "\(time.year)-\(two(time.month))-\(two(time.day))T\(two(time.hour)):\(two(time.minute)):\(two(time.second)).\(millis)Z"
     }
 }
 
