@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -46,7 +47,7 @@ struct ErrorMiddleware: RouterMiddleware {
                 // RFC 6750 §3: say the token itself was the problem, so a client refreshes it instead of asking again.
                 response.headers[.wwwAuthenticate] = invalidToken.map(Self.invalidBearerToken) ?? "Bearer"
                 // A token sent as DPoP that names no live session: the challenge is in the scheme it came in.
-                if let authorization = request.headers[.authorization], AuthenticationMiddleware.credential(fromAuthorization: authorization)?.1 == .dpop {
+                if let authorization = request.headers.value(.authorization), AuthenticationMiddleware.credential(fromAuthorization: authorization)?.1 == .dpop {
                     response.headers[.wwwAuthenticate] = DPoPRefusal.token(invalidToken ?? "No live session has this token: sign in again").challenge
                 }
                 return response

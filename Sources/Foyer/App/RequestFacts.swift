@@ -1,11 +1,12 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
 extension Request {
     /// JSON for the API, `.json` paths and clients that ask for JSON over HTML; HTML for everything else.
     var wantsJSON: Bool {
-        Self.wantsJSON(path: uri.path, accept: headers[.accept])
+        Self.wantsJSON(path: uri.path, accept: headers.value(.accept))
     }
 
     /// The value of the first cookie called `name`, as Hummingbird's `cookies[name]` reads it, found in one pass
@@ -35,7 +36,7 @@ extension Request {
     }
 
     var isFormEncoded: Bool {
-        Self.startsIgnoringCase(headers[.contentType], with: "application/x-www-form-urlencoded")
+        Self.startsIgnoringCase(headers.value(.contentType), with: "application/x-www-form-urlencoded")
     }
 
     /// Whether `value` begins with `prefix` (lowercase ASCII), in any case: compared byte by byte, as every POST
@@ -52,14 +53,14 @@ extension Request {
     }
 
     var isJSONBody: Bool {
-        guard let type = headers[.contentType]?.lowercased() else { return false }
+        guard let type = headers.value(.contentType)?.lowercased() else { return false }
         return type.hasPrefix("application/json") || type.contains("+json")
     }
 
     /// Served over https: by Foyer itself, or as the load balancer that terminates TLS in front of us says.
     var cameOverHTTPS: Bool {
         head.scheme == "https"
-            || headers[.xForwardedProto]?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
+            || headers.value(.xForwardedProto)?.lowercased().split(separator: ",").first?.trimmingCharacters(in: .whitespaces) == "https"
     }
 
     /// This server as the client reached it: the scheme the load balancer saw, and the Host header.
@@ -70,13 +71,13 @@ extension Request {
     /// `scheme://host[:port]` as the client reached us: through the load balancer's `X-Forwarded-Host` when it is
     /// trusted. Names Foyer in redirect URIs and in the issuer apps see through the Keycloak proxy.
     func publicOrigin(trustProxy: Bool) -> String {
-        let forwardedHost = trustProxy ? headers[.xForwardedHost]?.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } : nil
+        let forwardedHost = trustProxy ? headers.value(.xForwardedHost)?.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } : nil
         let host = forwardedHost ?? head.authority ?? "localhost"
         return (cameOverHTTPS ? "https://" : "http://") + host
     }
 
     func clientIP(context: some RemoteAddressRequestContext, trustProxy: Bool) -> String? {
-        if trustProxy, let forwarded = headers[.xForwardedFor]?.split(separator: ",").first {
+        if trustProxy, let forwarded = headers.value(.xForwardedFor)?.split(separator: ",").first {
             return forwarded.trimmingCharacters(in: .whitespaces)
         }
         return context.remoteAddress?.ipAddress
@@ -94,7 +95,7 @@ extension Request {
     /// The body, at most `limit` bytes of it (413 past that). A `Content-Length` over the limit is refused before
     /// any of the body is read: a client need not send megabytes to learn they are too many.
     mutating func collectBody(limitedTo limit: Int) async throws -> ByteBuffer {
-        if let declared = headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+        if let declared = headers.value(.contentLength).flatMap({ Int($0) }), declared > limit {
             throw AppError(.contentTooLarge, message: Phrase("errors.body_too_large", ["size": Self.describe(bytes: limit)]))
         }
         return try await collectBody(upTo: limit)
@@ -118,13 +119,13 @@ extension Request {
     }
 
     var multipartBoundary: String? {
-        headers[.contentType].flatMap(MultipartForm.boundary(contentType:))
+        headers.value(.contentType).flatMap(MultipartForm.boundary(contentType:))
     }
 
     /// A urlencoded or a multipart form.
     var isForm: Bool {
         // The type read once: finding a field walks the list of them.
-        guard let type = headers[.contentType] else { return false }
+        guard let type = headers.value(.contentType) else { return false }
         return Self.startsIgnoringCase(type, with: "application/x-www-form-urlencoded")
             || (Self.startsIgnoringCase(type, with: "multipart/form-data") && MultipartForm.boundary(contentType: type) != nil)
     }

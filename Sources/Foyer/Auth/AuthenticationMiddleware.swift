@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -21,7 +22,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
     /// `Authorization: Bearer T`, `Authorization: Token T` or `Token token="T"` (Rails' form), `Authorization: DPoP T`
     /// (a session bound to the app's key), else the session cookie.
     static func presentedToken(_ request: Request) -> (String, Identity.Credential)? {
-        if let authorization = request.headers[.authorization] {
+        if let authorization = request.headers.value(.authorization) {
             return credential(fromAuthorization: authorization)
         }
         if let token = request.cookie(named: SessionCookie.name), !token.isEmpty {

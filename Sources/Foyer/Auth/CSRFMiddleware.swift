@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -18,7 +19,7 @@ struct CSRFMiddleware: RouterMiddleware {
         guard !request.method.isSafe, !BackChannelLogoutController.isLogoutPath(request.uri.path) else {
             return try await next(request, context)
         }
-        if let origin = request.crossSiteOrigin, request.headers[.cookie] != nil || Self.signInPaths.contains(request.uri.path) {
+        if let origin = request.crossSiteOrigin, request.headers.value(.cookie) != nil || Self.signInPaths.contains(request.uri.path) {
             throw AppError(
                 .forbidden, title: "Cross-site request refused",
                 message: "This request came from another site (\(origin)). Foyer takes forms and sign-ins only from its own pages."
@@ -28,7 +29,7 @@ struct CSRFMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         var request = request
-        var presented = request.headers[Self.headerName]
+        var presented = request.headers.value(Self.headerName)
         if presented == nil, request.isForm {
             presented = try await request.formFields()[Self.fieldName]
         }
@@ -55,10 +56,10 @@ extension Request {
     /// requests and for clients that send neither (native code, curl). The host is compared with `Host` and
     /// `X-Forwarded-Host`, which a page cannot set, so a load balancer that rewrites `Host` does not break forms.
     var crossSiteOrigin: String? {
-        if headers[.secFetchSite]?.lowercased() == "cross-site" {
-            return headers[.origin].map { "Origin \($0)" } ?? "Sec-Fetch-Site: cross-site"
+        if headers.value(.secFetchSite)?.lowercased() == "cross-site" {
+            return headers.value(.origin).map { "Origin \($0)" } ?? "Sec-Fetch-Site: cross-site"
         }
-        guard let origin = headers[.origin] else { return nil }
+        guard let origin = headers.value(.origin) else { return nil }
         guard origin != "null", let url = URL(string: origin), let host = url.host else { return "Origin \(origin)" }
         let authority = (host + (url.port.map { ":\($0)" } ?? "")).lowercased()
         var ours = [head.authority?.lowercased()]

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -130,7 +131,7 @@ struct SignIn: Sendable {
         }
         let (session, token, cookieToken) = try await sessions.create(
             for: verified.user,
-            userAgent: request.headers[.userAgent],
+            userAgent: request.headers.value(.userAgent),
             ipAddress: request.clientIP(context: context, trustProxy: trustProxy),
             dpopThumbprint: proof?.thumbprint
         )

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import GraphQL
 import HTTPTypes
 import Hummingbird
@@ -91,7 +92,7 @@ struct GraphQLController {
 
     @Sendable func get(request: Request, context: FoyerRequestContext) async throws -> Response {
         // A websocket upgrade lands here only when it offered no subprotocol we speak.
-        if request.headers[.upgrade]?.lowercased() == "websocket" {
+        if request.headers.value(.upgrade)?.lowercased() == "websocket" {
             return GraphQLRefusal(
                 .badRequest, "Offer the websocket subprotocol graphql-transport-ws or graphql-ws", code: "UNSUPPORTED_SUBPROTOCOL"
             ).response

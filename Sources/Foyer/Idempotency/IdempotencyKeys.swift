@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -30,7 +31,7 @@ struct IdempotencyKeys: Sendable {
 
     /// The header's key, or nil when there is none; throws the `400` a malformed one gets.
     static func key(in request: Request) throws -> String? {
-        guard let key = request.headers[.idempotencyKey] else { return nil }
+        guard let key = request.headers.value(.idempotencyKey) else { return nil }
         guard !key.isEmpty, !key.isBlank else {
             throw IdempotencyRefusal(
                 .badRequest, code: "INVALID_IDEMPOTENCY_KEY",
@@ -49,7 +50,7 @@ struct IdempotencyKeys: Sendable {
     /// What makes two requests the same request: method, path and query, content type and body.
     static func fingerprint(_ request: Request, body: ByteBuffer) -> String {
         var hash = SHA256()
-        for part in [request.method.rawValue, request.uri.path, request.uri.query ?? "", request.headers[.contentType] ?? ""] {
+        for part in [request.method.rawValue, request.uri.path, request.uri.query ?? "", request.headers.value(.contentType) ?? ""] {
             hash.update(data: Array(part.utf8))
             hash.update(data: [0])
         }
@@ -105,8 +106,8 @@ struct IdempotencyKeys: Sendable {
 
     static func isKeepable(_ response: Response) -> Bool {
         let code = response.status.code
-        guard code < 500, ![408, 429].contains(code), code != 409 || response.headers[.retryAfter] == nil,
-            response.headers[.xSessionToken] == nil
+        guard code < 500, ![408, 429].contains(code), code != 409 || response.headers.value(.retryAfter) == nil,
+            response.headers.value(.xSessionToken) == nil
         else { return false }
         return !response.headers[values: .setCookie].contains { $0.hasPrefix("\(SessionCookie.name)=") }
     }

@@ -89,7 +89,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
 
     private func forwardedHeaders(_ request: Request, publicOrigin: String, context: Context) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        let connection = request.headers[.connection]
+        let connection = request.headers.value(.connection)
         for field in request.headers {
             let name = field.name.canonicalName
             guard !Self.isHopByHop(name, connection: connection), !Self.replaced.contains(name) else { continue }
@@ -107,7 +107,7 @@ struct KeycloakProxyMiddleware: RouterMiddleware {
         headers.add(name: "X-Forwarded-Proto", value: https ? "https" : "http")
         headers.add(name: "X-Forwarded-Host", value: (origin?.host ?? "localhost") + (origin?.port.map { ":\($0)" } ?? ""))
         headers.add(name: "X-Forwarded-Port", value: String(origin?.port ?? (https ? 443 : 80)))
-        let earlier = trustProxy ? request.headers[.xForwardedFor].map { $0 + ", " } ?? "" : ""
+        let earlier = trustProxy ? request.headers.value(.xForwardedFor).map { $0 + ", " } ?? "" : ""
         if let client = context.remoteAddress?.ipAddress { headers.add(name: "X-Forwarded-For", value: earlier + client) }
         // Ours, not the browser's: Keycloak's span is a child of this request's.
         if let trace = RequestTrace.current { headers.add(contentsOf: trace.headerPairs) }

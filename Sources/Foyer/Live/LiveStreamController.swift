@@ -1,3 +1,4 @@
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -24,7 +25,7 @@ struct LiveStreamController {
         if edition.stream.requiresSignIn { _ = try context.requireIdentity() }
         // EventSource sends the header when it reconnects by itself; a page restored from Turbo's cache names the
         // last event it applied in the query.
-        let reconnected = request.headers[.lastEventID]
+        let reconnected = request.headers.value(.lastEventID)
         let lastEventID = reconnected ?? request.uri.queryParameters["last_event_id"].map(String.init)
         return try await eventStream(following: [(edition, lastEventID)], named: false, reconnected: reconnected != nil, context: context)
     }

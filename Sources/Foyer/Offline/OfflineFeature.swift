@@ -40,7 +40,7 @@ struct OfflineFeature {
         router.get(RouterPath(Self.workerPath)) { request, _ in
             // Browsers check for a new worker at least daily and on navigations; no-cache makes every check reach us.
             var headers: HTTPFields = [.cacheControl: "no-cache", .eTag: workerETag]
-            if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: workerETag) {
+            if let ifNoneMatch = request.headers.value(.ifNoneMatch), PathConfigurationController.matches(ifNoneMatch, etag: workerETag) {
                 return Response(status: .notModified, headers: headers)
             }
             headers[.contentType] = "text/javascript; charset=utf-8"

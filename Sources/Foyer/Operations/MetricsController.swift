@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -14,7 +15,7 @@ struct MetricsController {
     }
 
     @Sendable func scrape(request: Request, context: FoyerRequestContext) async throws -> Response {
-        if let token, !Self.presents(token, request.headers[.authorization]) {
+        if let token, !Self.presents(token, request.headers.value(.authorization)) {
             return Response(
                 status: .unauthorized,
                 headers: [.contentType: "text/plain; charset=utf-8", .wwwAuthenticate: #"Bearer realm="metrics""#],

@@ -1,3 +1,4 @@
+import FoyerServer
 import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
@@ -37,8 +38,8 @@ struct RequestTrace: Sendable {
     /// The trace a request asks for: its own sane `X-Request-Id` (else `fallbackID`) and its `traceparent`, if valid.
     init(continuing headers: HTTPFields, fallbackID: @autoclosure () -> String) {
         self.init(
-            requestID: Self.acceptableID(headers[.xRequestID]) ?? fallbackID(),
-            traceparent: headers[.traceparent], traceState: headers[.tracestate]
+            requestID: Self.acceptableID(headers.value(.xRequestID)) ?? fallbackID(),
+            traceparent: headers.value(.traceparent), traceState: headers.value(.tracestate)
         )
     }
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import FoyerServer
 import Hummingbird
 
 /// The files iOS and Android fetch before they hand an app Foyer's links and passkeys:
@@ -58,7 +59,7 @@ struct AppAssociationController {
             return .json(["error": "No \(platform) app is configured for this server (see Passkeys and app links in the README)."], status: .notFound)
         }
         var headers: HTTPFields = [.contentType: "application/json", .eTag: document.etag, .cacheControl: "public, max-age=3600"]
-        if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: document.etag) {
+        if let ifNoneMatch = request.headers.value(.ifNoneMatch), PathConfigurationController.matches(ifNoneMatch, etag: document.etag) {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentLength] = String(document.body.count)

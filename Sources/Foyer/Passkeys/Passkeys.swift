@@ -170,7 +170,7 @@ struct Passkeys: Sendable {
     }
 
     static func defaultName(request: Request, synced: Bool) -> String {
-        let device = DeviceName.describe(request.headers[.userAgent])
+        let device = DeviceName.describe(request.headers.value(.userAgent))
         return synced ? "Passkey (synced), made on \(device)" : "Passkey on \(device)"
     }
 

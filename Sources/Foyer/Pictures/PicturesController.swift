@@ -1,3 +1,4 @@
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -32,7 +33,7 @@ struct PicturesController {
     @Sendable func show(request: Request, context: FoyerRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let variant = Picture.Variant(rawValue: try context.parameters.require("variant"))
-        let encoding = Picture.Encoding(accept: request.headers[.accept])
+        let encoding = Picture.Encoding(accept: request.headers.value(.accept))
         let notFound = AppError(.notFound, title: Phrase("pictures.errors.not_found.title"), message: Phrase("pictures.errors.not_found"))
         guard let variant, Picture.isWellFormed(id: id[...]) else { throw notFound }
         // The bytes behind a URL never change, so the URL and the encoding are a strong validator.
@@ -46,7 +47,7 @@ struct PicturesController {
             headers[.cacheControl] = "private, no-store"
         }
         let bytes = file.bytes
-        if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(ifNoneMatch, etag: etag) {
+        if let ifNoneMatch = request.headers.value(.ifNoneMatch), PathConfigurationController.matches(ifNoneMatch, etag: etag) {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = encoding.contentType

@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -168,7 +169,7 @@ struct PostsAPIController {
     /// A post's JSON with its `ETag`, or `304` when the client's copy (`If-None-Match`) is this version.
     private static func answer(_ body: ByteBuffer, version: Int, to request: Request) -> Response {
         let etag = PostPrecondition.etag(version)
-        if let ifNoneMatch = request.headers[.ifNoneMatch], PathConfigurationController.matches(PostPrecondition.entityTags(ifNoneMatch), etag: etag) {
+        if let ifNoneMatch = request.headers.value(.ifNoneMatch), PathConfigurationController.matches(PostPrecondition.entityTags(ifNoneMatch), etag: etag) {
             return Response(status: .notModified, headers: [.eTag: etag])
         }
         var response = Response.json(encoded: body)

@@ -1,3 +1,4 @@
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -6,7 +7,7 @@ extension Request {
     /// Requests a service worker makes carry the WebView's default User-Agent, not the shell's: a page rendered
     /// for a shell sets the `native_shell` cookie (Public/offline.js), which says the same for them.
     var isNativeShell: Bool {
-        if let agent = headers[.userAgent]?.utf8, agent.containsBytes(of: "Hotwire Native".utf8) || agent.containsBytes(of: "Turbo Native".utf8) {
+        if let agent = headers.value(.userAgent)?.utf8, agent.containsBytes(of: "Hotwire Native".utf8) || agent.containsBytes(of: "Turbo Native".utf8) {
             return true
         }
         return cookie(named: Self.nativeShellCookie) == "1"

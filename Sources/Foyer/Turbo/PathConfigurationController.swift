@@ -1,4 +1,5 @@
 import Foundation
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -20,7 +21,7 @@ struct PathConfigurationController {
 
     static func respond(with document: PathConfiguration.Document, to request: Request) -> Response {
         var headers: HTTPFields = [.cacheControl: "no-cache", .eTag: document.etag]
-        if let ifNoneMatch = request.headers[.ifNoneMatch], Self.matches(ifNoneMatch, etag: document.etag) {
+        if let ifNoneMatch = request.headers.value(.ifNoneMatch), Self.matches(ifNoneMatch, etag: document.etag) {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = "application/json"

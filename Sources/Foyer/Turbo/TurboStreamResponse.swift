@@ -1,3 +1,4 @@
+import FoyerServer
 import HTTPTypes
 import Hummingbird
 
@@ -5,7 +6,7 @@ extension Request {
     /// Turbo asks for a stream answer on form submissions (`Accept: text/vnd.turbo-stream.html, text/html, …`).
     /// Native shells keep their redirects: those are what close a modal or pop a screen.
     var wantsTurboStream: Bool {
-        guard !isNativeShell, let accept = headers[.accept] else { return false }
+        guard !isNativeShell, let accept = headers.value(.accept) else { return false }
         return accept.contains(TurboStream.contentType)
     }
 }
