@@ -11,15 +11,7 @@ extension Store {
             item: { name in try await acmeItem(name) },
             setItem: { name, value in try await setACMEItem(name, value) },
             removeItem: { name in try await removeACMEItem(name) },
-            underLease: { name, body in
-                switch self {
-                case .sqlite:
-                    try await body()
-                    return true
-                case .postgres(let postgres):
-                    return try await postgres.withLease(name, term: .seconds(60), waitingUpTo: nil, body) != nil
-                }
-            }
+            underLease: { name, body in try await exclusively(name, term: .seconds(60), waitingUpTo: nil, body) != nil }
         )
     }
 

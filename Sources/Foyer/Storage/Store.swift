@@ -35,11 +35,11 @@ extension Store {
     /// (nil: not waiting at all). One process owns a SQLite file, so there it just runs; on PostgreSQL it holds a
     /// lease (`PostgresLeases`).
     func exclusively<Value: Sendable>(
-        _ name: String, waitingUpTo wait: Duration?, _ body: @escaping @Sendable () async throws -> Value
+        _ name: String, term: Duration = PostgresStore.leaseTerm, waitingUpTo wait: Duration?, _ body: @escaping @Sendable () async throws -> Value
     ) async throws -> Value? {
         switch self {
         case .sqlite: try await body()
-        case .postgres(let store): try await store.withLease(name, waitingUpTo: wait, body)
+        case .postgres(let store): try await store.withLease(name, term: term, waitingUpTo: wait, body)
         }
     }
 }
