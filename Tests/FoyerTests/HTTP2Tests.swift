@@ -24,6 +24,27 @@ import Testing
         _ = try stream.finish()
     }
 
+    /// The flushes of streams answered in one turn of the loop go out once, at its end: their answers share a TLS
+    /// record and a write. A close sends what was written before it.
+    @Test func flushesAskedInOneTurnOfTheLoopGoOutTogetherAtItsEnd() throws {
+        let loop = EmbeddedEventLoop()
+        let connection = EmbeddedChannel(handler: CoalescedFlushes(), loop: loop)
+        connection.write(ByteBuffer(string: "first stream"), promise: nil)
+        connection.flush()
+        connection.write(ByteBuffer(string: "second stream"), promise: nil)
+        connection.flush()
+        #expect(try connection.readOutbound(as: ByteBuffer.self) == nil, "nothing goes out before the turn ends")
+        loop.run()
+        #expect(try connection.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "first stream"))
+        #expect(try connection.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "second stream"))
+        #expect(try connection.readOutbound(as: ByteBuffer.self) == nil)
+
+        connection.write(ByteBuffer(string: "before the close"), promise: nil)
+        connection.flush()
+        try connection.close().wait()
+        #expect(try connection.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "before the close"))
+    }
+
     /// A request body that stops for the timeout resets the stream; one that keeps coming does not, and a request
     /// whose end came with its head sets no clock at all.
     @Test func aBodyThatPausesForTheTimeoutResetsTheStream() throws {

@@ -49,6 +49,7 @@ struct HTTP2Connection {
             maxIdleTime: edge.idleTimeout, maxAge: nil, maxGraceTime: .nanoseconds(Int64(grace.seconds * 1e9)), keepalive: nil
         )
         let operations = channel.pipeline.syncOperations
+        try operations.addHandler(CoalescedFlushes())
         let streams = try operations.configureAsyncHTTP2Pipeline(
             mode: .server, connectionManagerConfiguration: management, http2HandlerConfiguration: settings
         ) { stream in
