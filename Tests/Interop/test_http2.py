@@ -31,6 +31,7 @@ class H2:
         assert self.socket.selected_alpn_protocol() == "h2"
         self.encoder, self.decoder = hpack.Encoder(), hpack.Decoder()
         self.buffer = b""
+        self.aside = []  # other streams' frames read while `request` waited for its own
         self.server_settings = {}
         self.next_stream = 1
         settings = SettingsFrame(0, settings={SettingsFrame.INITIAL_WINDOW_SIZE: min(window, (1 << 31) - 1)})
@@ -51,6 +52,9 @@ class H2:
 
     def frame(self, timeout: float = 10):
         """The next frame (SETTINGS answered), or None when the connection closed."""
+        return self.aside.pop(0) if self.aside else self.read_frame(timeout)
+
+    def read_frame(self, timeout: float = 10):
         self.socket.settimeout(timeout)
         while True:
             while len(self.buffer) < 9 or len(self.buffer) < 9 + int.from_bytes(self.buffer[:3], "big"):
@@ -73,15 +77,16 @@ class H2:
             return frame
 
     def request(self, path: str, method: str = "GET", fields=(), body: bytes = b"") -> tuple[int, dict, bytes]:
-        """Sends one request and reads its whole answer (other streams' frames are left aside)."""
+        """Sends one request and reads its whole answer; other streams' frames are left aside for `frame`."""
         head = self.headers(path, method, fields, end_stream=not body)
         frames = [head] + ([DataFrame(head.stream_id, data=body, flags=["END_STREAM"])] if body else [])
         self.send(*frames)
         status, answer, content = None, {}, b""
         while True:
-            frame = self.frame()
+            frame = self.read_frame()
             assert frame is not None, f"the connection closed before {path} was answered"
             if frame.stream_id != head.stream_id:
+                self.aside.append(frame)
                 continue
             if isinstance(frame, HeadersFrame):
                 answer = frame.fields
