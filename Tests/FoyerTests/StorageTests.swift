@@ -419,10 +419,11 @@ import Testing
         #expect(try await b.withLease("work", term: term, waitingUpTo: .seconds(5)) { "after" } == "after")
         #expect(try await holding.value == "done")
 
-        // An instance that died holding a lease: it lapses after its term.
-        try await a.query("INSERT INTO foyer_leases (name, holder, lapses_at) VALUES ('orphan', 'gone', now() + interval '0.5 seconds')")
+        // An instance that died holding a lease: it lapses after its term. (Two seconds: on a busy machine half a
+        // second could pass before the next query, which then found it lapsed already.)
+        try await a.query("INSERT INTO foyer_leases (name, holder, lapses_at) VALUES ('orphan', 'gone', now() + interval '2 seconds')")
         #expect(try await b.withLease("orphan", waitingUpTo: nil) { "early" } == nil)
-        #expect(try await b.withLease("orphan", waitingUpTo: .seconds(5)) { "lapsed" } == "lapsed")
+        #expect(try await b.withLease("orphan", waitingUpTo: .seconds(10)) { "lapsed" } == "lapsed")
     }
 }
 
