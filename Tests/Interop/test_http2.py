@@ -32,6 +32,7 @@ class H2:
         self.encoder, self.decoder = hpack.Encoder(), hpack.Decoder()
         self.buffer = b""
         self.aside = []  # other streams' frames read while `request` waited for its own
+        self.send_window = 65535  # the connection's, for what `upload` sends
         self.server_settings = {}
         self.next_stream = 1
         settings = SettingsFrame(0, settings={SettingsFrame.INITIAL_WINDOW_SIZE: min(window, (1 << 31) - 1)})
@@ -74,6 +75,8 @@ class H2:
                 continue
             if isinstance(frame, HeadersFrame):
                 frame.fields = dict((name.decode(), value.decode()) for name, value in self.decoder.decode(frame.data, raw=True))
+            if isinstance(frame, WindowUpdateFrame) and frame.stream_id == 0:
+                self.send_window += frame.window_increment
             return frame
 
     def request(self, path: str, method: str = "GET", fields=(), body: bytes = b"") -> tuple[int, dict, bytes]:
@@ -170,6 +173,75 @@ def test_pages_the_api_graphql_and_an_event_stream_share_one_connection(https):
         assert status == 200 and json.loads(body)
         metrics = client.request("/metrics")[2].decode()
         assert re.search(r'^foyer_http_version_requests_total\{protocol="h2"\} ([1-9]\d*)', metrics, re.M), metrics
+    finally:
+        client.close()
+
+
+def upload(client: H2, path: str, fields, body: bytes) -> tuple[int, bytes]:
+    """POSTs `body` in 16 KiB DATA frames as the server's flow-control windows allow, reading its frames meanwhile;
+    stops sending once the answer has ended (the rest is the server's to drop). Returns the status and the answer."""
+    head = client.headers(path, "POST", fields, end_stream=False)
+    client.send(head)
+    window = client.server_settings.get(SettingsFrame.INITIAL_WINDOW_SIZE, 65535)  # the stream's
+    answer = {"status": None, "body": b"", "ended": False}
+
+    def take(frame):
+        nonlocal window
+        assert frame is not None, f"the connection closed during the upload to {path}"
+        if frame.stream_id != head.stream_id:
+            return
+        if isinstance(frame, WindowUpdateFrame):
+            window += frame.window_increment
+        else:
+            assert not isinstance(frame, RstStreamFrame), f"{path} was reset with {frame.error_code}"
+            if isinstance(frame, HeadersFrame):
+                answer["status"] = int(frame.fields[":status"])
+            elif isinstance(frame, DataFrame):
+                answer["body"] += frame.data
+            answer["ended"] = answer["ended"] or "END_STREAM" in frame.flags
+
+    sent = 0
+    while sent < len(body) and not answer["ended"]:
+        size = min(16384, len(body) - sent, client.send_window, window)
+        if size <= 0:
+            take(client.frame())
+            continue
+        client.send(DataFrame(head.stream_id, data=body[sent:sent + size], flags=["END_STREAM"] if sent + size == len(body) else []))
+        sent += size
+        client.send_window -= size
+        window -= size
+    if sent < len(body):
+        client.send(DataFrame(head.stream_id, data=b"", flags=["END_STREAM"]))
+    while not answer["ended"]:
+        take(client.frame())
+    return answer["status"], answer["body"]
+
+
+def test_a_body_larger_than_the_window_is_read_as_the_route_asks_and_one_too_large_is_refused(https):
+    """A body past the stream's 1 MiB window cannot come in one read: the route reads it as it arrives, and the
+    window opens as it does. One past the 2 MiB a post may be is refused with 413 once that much has come; the rest
+    is dropped and the connection goes on."""
+    signing_in = H2(https)
+    try:
+        status, fields, body = signing_in.request("/api/v1/sessions", "POST", [("content-type", "application/json")],
+                                                  json.dumps({"email": DEMO_EMAIL, "password": DEMO_PASSWORD}).encode())
+        assert status == 201, body
+        bearer = [("authorization", f"Bearer {fields['x-session-token']}"), ("content-type", "application/json")]
+    finally:
+        signing_in.close()
+    client = H2(https)
+    try:
+        assert client.request("/up")[0] == 200  # the server's settings read
+        content = "\U0001F600" * 90_000  # 12 bytes each in JSON: 1.08 MB
+        status, body = upload(client, "/api/v1/posts", bearer, json.dumps({"title": "Past the window", "content": content}).encode())
+        assert status == 201, body[:300]
+        post = json.loads(body)
+        status, _, body = client.request(f"/api/v1/posts/{post['id']}")
+        assert status == 200 and json.loads(body)["content"] == content
+
+        status, body = upload(client, "/api/v1/posts", bearer, b'{"title": "Too long", "content": "' + b"a" * (3 << 20) + b'"}')
+        assert status == 413, body[:300]
+        assert client.request("/up")[0] == 200
     finally:
         client.close()
 

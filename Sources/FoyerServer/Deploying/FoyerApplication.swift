@@ -14,8 +14,8 @@ import UnixSignals
 public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol
 where Responder.Context: RequestContext, Responder.Context.Source == ApplicationRequestContextSource {
     let base: Application<Responder>
-    /// Each connection's channel, given the HTTP responder.
-    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel
+    /// Each connection's channel, given the HTTP responder (and for HTTP/2's streams, the answer it writes).
+    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder, HTTP2Connection.Answer?) -> EdgeGuardedChannel
     let drain: Drain
     /// `--hostname` and `--port`, unless systemd passed a socket.
     let listener: DeployableServer<EdgeGuardedChannel>.Listener
@@ -57,9 +57,9 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
             additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
         )
         let shutdownGrace = drain.settings.shutdownGrace
-        childChannel = { responder in
+        childChannel = { responder, answer in
             EdgeGuardedChannel(
-                responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, shutdownGrace: shutdownGrace
+                responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, answer: answer, shutdownGrace: shutdownGrace
             )
         }
         redirect = https.plainHTTPPort.map { plainPort in
@@ -72,7 +72,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
         }
         base = Application(
             responder: responder,
-            server: HTTPServerBuilder { [childChannel] in childChannel($0) },
+            server: HTTPServerBuilder { [childChannel] in childChannel($0, nil) },
             configuration: .init(address: .hostname(hostname, port: port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
             services: services,
             logger: logger
@@ -84,6 +84,29 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
         self.certificates = certificates
     }
 
+    /// The application's response to one request, with the fields every response carries. Inlined into both of its
+    /// callers: an async call of its own would be one more task switch per request.
+    @inline(__always)
+    private static func answer(
+        _ request: Request, channel: any Channel, responder: Responder, logger: Logger, dates: HTTPDates, serverName: String?
+    ) async throws -> Response {
+        // No `hb.request.id` in the logger: RequestLogMiddleware names the request (so `context.id`, which would
+        // read it, is never asked).
+        let context = Responder.Context(source: .init(channel: channel, logger: logger))
+        var response: Response
+        do {
+            response = try await responder.respond(to: request, context: context)
+        } catch let error as HTTPParserError {
+            throw error
+        } catch {
+            logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+            response = Response(status: .internalServerError)
+        }
+        response.headers[.date] = dates.now
+        if let serverName { response.headers[.server] = serverName }
+        return response
+    }
+
     /// Serves until SIGTERM or SIGINT has been drained: `/healthz` answers 503 for the drain delay while requests
     /// are still served, then the socket closes, requests under way finish, and streams and websockets end spread
     /// over the grace. A second signal ends the process at once.
@@ -92,28 +115,20 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
         let dates = HTTPDates()
         let serverName = configuration.serverName
         let server = DeployableServer(
-            childChannel: childChannel { request, responseWriter, channel in
-                // No `hb.request.id` in the logger: RequestLogMiddleware names the request (so `context.id`,
-                // which would read it, is never asked).
-                let context = Responder.Context(source: .init(channel: channel, logger: logger))
-                var response: Response
-                do {
-                    response = try await responder.respond(to: request, context: context)
-                } catch let error as HTTPParserError {
-                    throw error
-                } catch {
-                    logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
-                    response = Response(status: .internalServerError)
+            childChannel: childChannel(
+                { request, responseWriter, channel in
+                    let response = try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
+                    do {
+                        try await responseWriter.write(response: response.head, body: response.body)
+                    } catch is HTTPParserError {
+                        // Not rethrown as it is: the connection's loop would answer it with a second response.
+                        throw ParseErrorWhileWritingResponse()
+                    }
+                },
+                { request, channel in
+                    try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
                 }
-                response.headers[.date] = dates.now
-                if let serverName { response.headers[.server] = serverName }
-                do {
-                    try await responseWriter.write(response: response.head, body: response.body)
-                } catch is HTTPParserError {
-                    // Not rethrown as it is: the connection's loop would answer it with a second response.
-                    throw ParseErrorWhileWritingResponse()
-                }
-            },
+            ),
             listener: listener,
             backlog: backlog, grace: drain.settings.shutdownGrace, eventLoopGroup: eventLoopGroup, logger: logger,
             onListening: { channel in await base.onServerRunning(channel) }

@@ -160,8 +160,8 @@ public struct EdgeGuardedChannel: ServerChildChannel {
         case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// Served on its event loop from now on.
         case webSocket
-        /// TLS that negotiated `h2`: its streams, as they open.
-        case http2(NIOHTTP2Handler.AsyncStreamMultiplexer<HTTP2Connection.Stream>)
+        /// TLS that negotiated `h2`: what its streams hand over to be run, as they open.
+        case http2(HTTP2Connection.StreamTasks)
     }
 
     let responder: HTTPChannelHandler.Responder
@@ -171,6 +171,8 @@ public struct EdgeGuardedChannel: ServerChildChannel {
     let edge: Edge
     /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts.
     var tls: (any ServedCertificates)? = nil
+    /// HTTPS: what answers an HTTP/2 stream's request (the application `responder` writes for, without its writer).
+    var answer: HTTP2Connection.Answer? = nil
     /// How long an HTTP/2 connection's streams may go on after a graceful shutdown's GOAWAY before it is closed.
     var shutdownGrace: Duration = .seconds(30)
     /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
@@ -197,11 +199,12 @@ public struct EdgeGuardedChannel: ServerChildChannel {
             // The TLS handshake says which protocol follows (ALPN): h2, or HTTP/1.1 when asked for or nothing is. The
             // handler holds back what is read until the pipeline is set up for it, so it is told that much, not the
             // outcome of HTTP/1.1's first request (which it would hold back).
-            let (edge, grace) = (edge, shutdownGrace)
+            let (edge, grace, answer) = (edge, shutdownGrace, answer)
             let alpn = NIOTypedApplicationProtocolNegotiationHandler<EventLoopFuture<Negotiated>> { result in
                 channel.eventLoop.makeCompletedFuture {
-                    if case .negotiated("h2") = result {
-                        return channel.eventLoop.makeSucceededFuture(.http2(try HTTP2Connection.configure(channel, edge: edge, grace: grace)))
+                    if case .negotiated("h2") = result, let answer {
+                        let tasks = try HTTP2Connection.configure(channel, edge: edge, answer: answer, grace: grace, logger: logger)
+                        return channel.eventLoop.makeSucceededFuture(.http2(tasks))
                     }
                     return try configureHTTP1(channel, tap: tap, logger: logger)
                 }
@@ -273,8 +276,8 @@ public struct EdgeGuardedChannel: ServerChildChannel {
         case .http(let http):
             await HTTPConnection(responder: responder, upgrades: webSockets.map(KeptAliveUpgrade.init), metrics: edge.metrics)
                 .serve(http, logger: logger)
-        case .http2(let streams):
-            await HTTP2Connection(responder: responder, edge: edge).serve(streams, on: value.channel, grace: shutdownGrace, logger: logger)
+        case .http2(let tasks):
+            await HTTP2Connection.serve(value.channel, tasks: tasks, edge: edge, grace: shutdownGrace)
         case .refusedUpgrade(let http):
             if let webSockets { await Self.refuseUpgrade(http, with: webSockets.refusal) }
         case .webSocket, nil:

@@ -8,9 +8,9 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP2
 import ServiceLifecycle
 
-/// A TLS connection that negotiated `h2` (ALPN): each HTTP/2 stream is one request, read and answered by a task of
-/// its own on the connection's event loop, with the same responder as HTTP/1.1. A browser's pages, API calls and
-/// event streams then share one connection.
+/// A TLS connection that negotiated `h2` (ALPN): each HTTP/2 stream is one request, answered by a task of its own on
+/// the connection's event loop (`HTTP2StreamAnswer`), with the same application as HTTP/1.1. A browser's pages, API
+/// calls and event streams then share one connection.
 ///
 /// h2's own attacks are answered by swift-nio-http2 with the limits set here: at most `maximumConcurrentStreams`
 /// open at once (a client that opens more than it was told has its connection closed), header blocks of at most `EdgeSettings.maximumHeadBytes`
@@ -21,64 +21,81 @@ import ServiceLifecycle
 /// client does not read, for longer than the header timeout resets the stream. A connection with no stream open
 /// is closed after the idle timeout; a graceful shutdown sends GOAWAY and lets the streams under way finish.
 /// Websockets stay on HTTP/1.1: no extended CONNECT is offered, so browsers open an HTTP/1.1 connection for them.
-struct HTTP2Connection {
-    typealias Stream = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+enum HTTP2Connection {
+    /// The application's answer to one request, with the fields every response carries.
+    typealias Answer = @Sendable (Request, any Channel) async throws -> Response
 
     static let maximumConcurrentStreams = 100
     /// Flow-control windows for what clients send (picture uploads): 1 MiB per stream and for the connection,
     /// rather than the protocol's 64 KiB, which would cap an upload at 64 KiB per round trip.
     static let windowSize = 1 << 20
 
-    let responder: HTTPChannelHandler.Responder
-    let edge: Edge
+    /// What a connection's streams hand to its task to run: their answers run as child tasks of the connection's
+    /// (a graceful shutdown reaches them, as it reaches an HTTP/1.1 connection's), until the connection closes.
+    final class StreamTasks: Sendable {
+        typealias Work = @Sendable () async -> Void
+        let works: AsyncStream<Work>
+        let continuation: AsyncStream<Work>.Continuation
 
-    /// Sets the connection's pipeline up for HTTP/2 (after TLS and the edge's tap); gives the streams as they open.
-    static func configure(_ channel: any Channel, edge: Edge, grace: Duration) throws -> NIOHTTP2Handler.AsyncStreamMultiplexer<Stream> {
-        var settings = NIOHTTP2Handler.Configuration()
-        settings.connection.initialSettings = [
+        init() {
+            (works, continuation) = AsyncStream.makeStream()
+        }
+
+        func run(_ work: @escaping Work) { continuation.yield(work) }
+    }
+
+    /// Sets the connection's pipeline up for HTTP/2 (after TLS and the edge's tap), each stream to be answered as
+    /// it opens; gives what its streams hand over, for `serve`.
+    static func configure(_ channel: any Channel, edge: Edge, answer: @escaping Answer, grace: Duration, logger: Logger) throws -> StreamTasks {
+        let tasks = StreamTasks()
+        channel.closeFuture.whenComplete { _ in tasks.continuation.finish() }
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: maximumConcurrentStreams),
             HTTP2Setting(parameter: .maxHeaderListSize, value: EdgeSettings.maximumHeadBytes),
             HTTP2Setting(parameter: .initialWindowSize, value: windowSize),
         ]
-        settings.connection.targetWindowSize = windowSize
-        settings.stream.targetWindowSize = windowSize
+        connection.targetWindowSize = windowSize
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.targetWindowSize = windowSize
         // A graceful shutdown (or the idle timeout) sends GOAWAY and a PING, then a last GOAWAY once the client has
         // answered it, and closes when the streams under way are done or the grace has passed (`serve` closes a
         // connection whose client never answers).
-        let management = NIOHTTP2ServerConnectionManagementHandler.Configuration(
-            maxIdleTime: edge.idleTimeout, maxAge: nil, maxGraceTime: .nanoseconds(Int64(grace.seconds * 1e9)), keepalive: nil
+        let management = NIOHTTP2ServerConnectionManagementHandler(
+            eventLoop: channel.eventLoop,
+            configuration: .init(maxIdleTime: edge.idleTimeout, maxAge: nil, maxGraceTime: .nanoseconds(Int64(grace.seconds * 1e9)), keepalive: nil)
         )
-        let operations = channel.pipeline.syncOperations
-        try operations.addHandler(CoalescedFlushes())
-        let streams = try operations.configureAsyncHTTP2Pipeline(
-            mode: .server, connectionManagerConfiguration: management, http2HandlerConfiguration: settings
+        let http2 = NIOHTTP2Handler(
+            mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: connection, streamConfiguration: stream,
+            streamDelegate: management.http2StreamDelegate
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let operations = stream.pipeline.syncOperations
                 try operations.addHandler(HTTP2FramePayloadToHTTPServerCodec())
                 try operations.addHandler(HTTP2StreamRules(timeout: edge.headerTimeout))
-                return try Stream(wrappingChannelSynchronously: stream)
+                try operations.addHandler(HTTP2StreamAnswer(edge: edge, answer: answer, tasks: tasks, logger: logger))
             }
         }
-        return streams
+        let operations = channel.pipeline.syncOperations
+        try operations.addHandler(CoalescedFlushes())
+        try operations.addHandler(http2)
+        try operations.addHandler(management)
+        return tasks
     }
 
-    func serve(_ streams: NIOHTTP2Handler.AsyncStreamMultiplexer<Stream>, on channel: any Channel, grace: Duration, logger: Logger) async {
+    /// Until the connection closes and its streams are answered, each by a task of its own on its event loop.
+    static func serve(_ channel: any Channel, tasks: StreamTasks, edge: Edge, grace: Duration) async {
         edge.metrics.h2Connections.increment()
         defer { edge.metrics.h2Connections.decrement() }
+        let loop = EventLoopTaskExecutor.on(channel.eventLoop)
         await withGracefulShutdownHandler {
-            do {
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await stream in streams.inbound {
-                        group.addTask {
-                            await withTaskExecutorPreference(EventLoopTaskExecutor.on(stream.channel.eventLoop)) {
-                                await answer(stream, logger: logger)
-                            }
-                        }
+            // On the connection's event loop, as its streams are: taking each from its handler is no thread hop.
+            await withTaskExecutorPreference(loop) {
+                await withDiscardingTaskGroup { group in
+                    for await work in tasks.works {
+                        group.addTask(executorPreference: loop) { await work() }
                     }
                 }
-            } catch {
-                logger.debug("HTTP/2 connection ended: \(error)")
             }
         } onGracefulShutdown: {
             // NIO's GOAWAY waits for the client to answer its PING before the grace begins: one that never does (or
@@ -86,30 +103,139 @@ struct HTTP2Connection {
             channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(grace.seconds * 1e9))) { channel.close(promise: nil) }
         }
     }
+}
 
-    /// One stream: its request, answered; what is left of its body read and dropped.
-    private func answer(_ stream: Stream, logger: Logger) async {
-        do {
-            try await withTaskCancellationHandler {
-                try await stream.executeThenClose { inbound, outbound in
-                    var parts = inbound.makeAsyncIterator()
-                    guard let first = try await parts.next() else { return }
-                    guard case .head(let head) = first else { throw HTTPConnection.UnexpectedPart(part: first) }
-                    edge.metrics.requestRead(over: .h2)
-                    if let refusal = refusal(of: head) {
-                        try await refuse(refusal, on: outbound)
-                        return
-                    }
-                    let request = Request(head: head, body: RequestBody(asyncSequence: RequestBodyParts(parts)))
-                    try await responder(request, ResponseWriter(outbound: outbound), stream.channel)
-                    while try await parts.next() != nil {}
-                }
-            } onCancel: {
-                stream.channel.close(mode: .input, promise: nil)
+/// One HTTP/2 stream's request: read, handed to a task of its own (a child of the connection's, on its event loop),
+/// and its answer written straight to the stream. No async channel: a stream would pay for one (its writer, its inbound sequence,
+/// their generic code looked up at run time) for a single request. A body that ended in the read that brought the
+/// head (most requests) is handed over whole; one still coming is read as the route asks for it, the stream's
+/// window closing meanwhile. Once the answer is written, what is left of the body is read and dropped.
+final class HTTP2StreamAnswer: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    typealias Body = NIOThrowingAsyncSequenceProducer<
+        ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, BodyDemand
+    >
+
+    private let edge: Edge
+    private let answer: HTTP2Connection.Answer
+    private let tasks: HTTP2Connection.StreamTasks
+    private let logger: Logger
+    private var head: HTTPRequest?
+    /// The body read before the task started.
+    private var received: ByteBuffer?
+    private var ended = false
+    private var started = false
+    /// A body still coming when the task started; nil once the answer is written (the rest is dropped).
+    private var body: Body.Source?
+    /// The route has all it can hold of the body for now: the stream is not read until it takes some.
+    private var paused = false
+    private var readHeld = false
+    private var context: ChannelHandlerContext?
+
+    init(edge: Edge, answer: @escaping HTTP2Connection.Answer, tasks: HTTP2Connection.StreamTasks, logger: Logger) {
+        (self.edge, self.answer, self.tasks, self.logger) = (edge, answer, tasks, logger)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            guard self.head == nil else { return context.close(promise: nil) }
+            self.head = head
+            edge.metrics.requestRead(over: .h2)
+        case .body(var buffer):
+            if let body {
+                if case .stopProducing = body.yield(buffer) { paused = true }
+            } else if !started {
+                received.setOrWriteBuffer(&buffer)
             }
-        } catch {
-            logger.trace("HTTP/2 stream ended: \(error)")
+        case .end:
+            ended = true
+            body?.finish()
+            body = nil
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if !started, let head { start(head, context: context) }
+        context.fireChannelReadComplete()
+    }
+
+    /// A stream reset or closed: a route reading its body fails, one writing its answer fails at its next write.
+    func channelInactive(context: ChannelHandlerContext) {
+        body?.finish(CancellationError())
+        body = nil
+        context.fireChannelInactive()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if paused {
+            readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    private func start(_ head: HTTPRequest, context: ChannelHandlerContext) {
+        started = true
+        let channel = context.channel
+        if let refusal = refusal(of: head) {
+            refuse(refusal, context: context)
+            return
+        }
+        let requestBody: RequestBody
+        if ended {
+            requestBody = RequestBody(buffer: received ?? ByteBuffer())
+        } else {
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let made = Body.makeSequence(
+                backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
+                delegate: BodyDemand(resume: { channel.eventLoop.execute { loopBound.value.resume() } })
+            )
+            body = made.source
+            if let received, case .stopProducing = made.source.yield(received) { paused = true }
+            requestBody = RequestBody(asyncSequence: made.sequence)
+        }
+        received = nil
+        let (answer, logger) = (self.answer, self.logger)
+        let answered = NIOLoopBound(self, eventLoop: context.eventLoop)
+        tasks.run {
+            do {
+                let response = try await answer(Request(head: head, body: requestBody), channel)
+                channel.write(HTTPResponsePart.head(response.head), promise: nil)
+                try await response.body.write(StreamBodyWriter(channel: channel))
+                channel.eventLoop.execute { answered.value.dropRestOfBody() }
+            } catch {
+                logger.trace("HTTP/2 stream ended: \(error)")
+                channel.close(promise: nil)
+            }
+        }
+    }
+
+    /// The route takes more of the body.
+    private func resume() {
+        paused = false
+        if readHeld, let context {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    /// The answer is written: what the route left of the body is read and dropped, so the stream ends cleanly.
+    private func dropRestOfBody() {
+        body?.finish()
+        body = nil
+        resume()
     }
 
     /// What the edge refuses over HTTP/1.1 and HTTP/2 does not already: too many fields, a path too long.
@@ -120,7 +246,7 @@ struct HTTP2Connection {
         return nil
     }
 
-    private func refuse(_ refusal: EdgeRefusal, on outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) async throws {
+    private func refuse(_ refusal: EdgeRefusal, context: ChannelHandlerContext) {
         edge.refused(refusal)
         let answer = edge.answer(refusal)
         var fields = HTTPFields()
@@ -128,7 +254,36 @@ struct HTTP2Connection {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
         let response = HTTPResponse(status: .init(code: Int(answer.head.status.code)), headerFields: fields)
-        try await outbound.write(contentsOf: [.head(response), .body(answer.body), .end(nil)])
+        context.write(wrapOutboundOut(.head(response)), promise: nil)
+        context.write(wrapOutboundOut(.body(answer.body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    /// Tells the stream's handler when the route wants more of a body it paused.
+    struct BodyDemand: NIOAsyncSequenceProducerDelegate {
+        let resume: @Sendable () -> Void
+        func produceMore() { resume() }
+        func didTerminate() {}
+    }
+
+    /// Writes a response's body to its stream: each write goes out at once, and the next waits for it (what a slow
+    /// client does not read holds the route back, as on HTTP/1.1). The end is not waited for.
+    struct StreamBodyWriter: ResponseBodyWriter {
+        let channel: any Channel
+        var inFlight: EventLoopFuture<Void>?
+
+        init(channel: any Channel) {
+            self.channel = channel
+        }
+
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            if let inFlight { try await inFlight.get() }
+            inFlight = channel.writeAndFlush(HTTPResponsePart.body(buffer))
+        }
+
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+            channel.writeAndFlush(HTTPResponsePart.end(trailingHeaders), promise: nil)
+        }
     }
 }
 
