@@ -85,7 +85,7 @@ struct HTTPConnection {
     }
 }
 
-/// A request's body: the connection's (or an HTTP/2 stream's) parts up to the request's end. The loop reads on from the same iterator
+/// A request's body: the connection's parts up to the request's end. The loop reads on from the same iterator
 /// (iterators of one inbound stream share its position), as Hummingbird's own body type, which it keeps to itself.
 struct RequestBodyParts: AsyncSequence, @unchecked Sendable {
     typealias Element = ByteBuffer

@@ -106,10 +106,10 @@ enum HTTP2Connection {
 }
 
 /// One HTTP/2 stream's request: read, handed to a task of its own (a child of the connection's, on its event loop),
-/// and its answer written straight to the stream. No async channel: a stream would pay for one (its writer, its inbound sequence,
-/// their generic code looked up at run time) for a single request. A body that ended in the read that brought the
-/// head (most requests) is handed over whole; one still coming is read as the route asks for it, the stream's
-/// window closing meanwhile. Once the answer is written, what is left of the body is read and dropped.
+/// and its answer written straight to the stream. No async channel: a stream would pay for one (its writer, its
+/// inbound sequence, their generic code looked up at run time) for a single request. A body that ended in the read
+/// that brought the head (most requests) is handed over whole; one still coming is read as the route asks for it,
+/// the stream's window closing meanwhile. Once the answer is written, what is left of the body is read and dropped.
 final class HTTP2StreamAnswer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
