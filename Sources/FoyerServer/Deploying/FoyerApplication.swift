@@ -14,8 +14,10 @@ import UnixSignals
 public struct FoyerApplication<Responder: HTTPResponder>: ApplicationProtocol
 where Responder.Context: RequestContext, Responder.Context.Source == ApplicationRequestContextSource {
     let base: Application<Responder>
-    /// Each connection's channel, given the HTTP responder (and for HTTP/2's streams, the answer it writes).
-    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder, HTTP2Connection.Answer?) -> EdgeGuardedChannel
+    /// Each connection's channel, given the HTTP/1.1 responder (HTTP/2's streams are answered by what its TLS carries).
+    let childChannel: @Sendable (@escaping HTTPChannelHandler.Responder) -> EdgeGuardedChannel
+    /// The `Date` header's value; a service of the application's, so that test clients run it too.
+    let dates: HTTPDates
     let drain: Drain
     /// `--hostname` and `--port`, unless systemd passed a socket.
     let listener: DeployableServer<EdgeGuardedChannel>.Listener
@@ -57,9 +59,17 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
             additionalChannelHandlers: [CloseAfterResponse()], idleTimeout: edge.idleTimeout, httpDecoderConfiguration: EdgeGuardedChannel.decoderLimits
         )
         let shutdownGrace = drain.settings.shutdownGrace
-        childChannel = { responder, answer in
+        let dates = HTTPDates()
+        let serverName = Self.serverName
+        let tls = certificates.map { certificates in
+            let answer: HTTP2Connection.Answer = { request, channel in
+                try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
+            }
+            return (certificates: certificates, answer: answer)
+        }
+        childChannel = { responder in
             EdgeGuardedChannel(
-                responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: certificates, answer: answer, shutdownGrace: shutdownGrace
+                responder: responder, http1: http1, webSockets: webSockets, edge: edge, tls: tls, shutdownGrace: shutdownGrace
             )
         }
         redirect = https.plainHTTPPort.map { plainPort in
@@ -72,17 +82,20 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
         }
         base = Application(
             responder: responder,
-            server: HTTPServerBuilder { [childChannel] in childChannel($0, nil) },
-            configuration: .init(address: .hostname(hostname, port: port), serverName: "Foyer", backlog: EdgeSettings.listenBacklog),
-            services: services,
+            server: HTTPServerBuilder { [childChannel] in childChannel($0) },
+            configuration: .init(address: .hostname(hostname, port: port), serverName: serverName, backlog: EdgeSettings.listenBacklog),
+            services: services + [dates],
             logger: logger
         )
+        self.dates = dates
         self.drain = drain
         listener = drain.settings.inheritedListener.map { .inherited($0) } ?? .address(host: hostname, port: port)
         backlog = Int32(EdgeSettings.listenBacklog)
         self.open = open
         self.certificates = certificates
     }
+
+    static var serverName: String { "Foyer" }
 
     /// The application's response to one request, with the fields every response carries. Inlined into both of its
     /// callers: an async call of its own would be one more task switch per request.
@@ -112,23 +125,17 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
     /// over the grace. A second signal ends the process at once.
     public func run() async throws {
         let (responder, logger, drain, open) = (responder, logger, drain, open)
-        let dates = HTTPDates()
-        let serverName = configuration.serverName
+        let (dates, serverName) = (dates, Self.serverName)
         let server = DeployableServer(
-            childChannel: childChannel(
-                { request, responseWriter, channel in
-                    let response = try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
-                    do {
-                        try await responseWriter.write(response: response.head, body: response.body)
-                    } catch is HTTPParserError {
-                        // Not rethrown as it is: the connection's loop would answer it with a second response.
-                        throw ParseErrorWhileWritingResponse()
-                    }
-                },
-                { request, channel in
-                    try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
+            childChannel: childChannel { request, responseWriter, channel in
+                let response = try await Self.answer(request, channel: channel, responder: responder, logger: logger, dates: dates, serverName: serverName)
+                do {
+                    try await responseWriter.write(response: response.head, body: response.body)
+                } catch is HTTPParserError {
+                    // Not rethrown as it is: the connection's loop would answer it with a second response.
+                    throw ParseErrorWhileWritingResponse()
                 }
-            ),
+            },
             listener: listener,
             backlog: backlog, grace: drain.settings.shutdownGrace, eventLoopGroup: eventLoopGroup, logger: logger,
             onListening: { channel in await base.onServerRunning(channel) }
@@ -140,7 +147,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
             )
         }
         // The servers last: they are the first told to stop, and the services they use go on until they have.
-        let ownServices: [any Service] = [dates] + (certificates.map { [$0 as any Service] } ?? []) + (redirecting.map { [$0] } ?? []) + [server]
+        let ownServices: [any Service] = (certificates.map { [$0 as any Service] } ?? []) + (redirecting.map { [$0] } ?? []) + [server]
         // Named by type: ServiceLifecycle's default name is `"\(service)"`, which for a service without a description
         // prints every stored property through reflection (the router, the views…): a sixth of start-up.
         let named = (services + ownServices).map {

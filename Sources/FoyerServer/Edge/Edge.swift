@@ -169,10 +169,10 @@ public struct EdgeGuardedChannel: ServerChildChannel {
     /// Nil on the plain-HTTP port beside HTTPS (only the redirect there), and where no websocket is served.
     let webSockets: WebSocketUpgrades?
     let edge: Edge
-    /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts.
-    var tls: (any ServedCertificates)? = nil
-    /// HTTPS: what answers an HTTP/2 stream's request (the application `responder` writes for, without its writer).
-    var answer: HTTP2Connection.Answer? = nil
+    /// HTTPS: each connection's TLS comes first, everything else (the tap included) sees what it decrypts; and
+    /// what answers an HTTP/2 stream's request (the application `responder` writes for, without its writer), so
+    /// that every TLS connection that negotiates h2 gets it.
+    var tls: (certificates: any ServedCertificates, answer: HTTP2Connection.Answer)? = nil
     /// How long an HTTP/2 connection's streams may go on after a graceful shutdown's GOAWAY before it is closed.
     var shutdownGrace: Duration = .seconds(30)
     /// NIO's decoder limits, as the edge promises them: the head (its URL, names and values, and trailers) at most
@@ -193,16 +193,16 @@ public struct EdgeGuardedChannel: ServerChildChannel {
                 try operations.addHandler(tap, position: .first)
                 return Value(negotiated: try configureHTTP1(channel, tap: tap, logger: logger), channel: channel)
             }
-            let decryption = NIOSSLServerHandler(context: tls.context)
+            let decryption = NIOSSLServerHandler(context: tls.certificates.context)
             try operations.addHandler(decryption, position: .first)
             try operations.addHandler(tap, position: .after(decryption))
             // The TLS handshake says which protocol follows (ALPN): h2, or HTTP/1.1 when asked for or nothing is. The
             // handler holds back what is read until the pipeline is set up for it, so it is told that much, not the
             // outcome of HTTP/1.1's first request (which it would hold back).
-            let (edge, grace, answer) = (edge, shutdownGrace, answer)
+            let (edge, grace, answer) = (edge, shutdownGrace, tls.answer)
             let alpn = NIOTypedApplicationProtocolNegotiationHandler<EventLoopFuture<Negotiated>> { result in
                 channel.eventLoop.makeCompletedFuture {
-                    if case .negotiated("h2") = result, let answer {
+                    if case .negotiated("h2") = result {
                         let tasks = try HTTP2Connection.configure(channel, edge: edge, answer: answer, grace: grace, logger: logger)
                         return channel.eventLoop.makeSucceededFuture(.http2(tasks))
                     }
