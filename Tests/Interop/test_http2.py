@@ -84,22 +84,19 @@ class H2:
         head = self.headers(path, method, fields, end_stream=not body)
         frames = [head] + ([DataFrame(head.stream_id, data=body, flags=["END_STREAM"])] if body else [])
         self.send(*frames)
-        status, answer, content = None, {}, b""
-        while True:
-            frame = self.read_frame()
-            assert frame is not None, f"the connection closed before {path} was answered"
-            if frame.stream_id != head.stream_id:
-                self.aside.append(frame)
-                continue
-            if isinstance(frame, HeadersFrame):
-                answer = frame.fields
-                status = int(answer[":status"])
-            elif isinstance(frame, DataFrame):
-                content += frame.data
-            elif isinstance(frame, RstStreamFrame):
-                raise AssertionError(f"{path} was reset with {frame.error_code}")
-            if "END_STREAM" in frame.flags:
-                return status, answer, content
+        answer = Answer(head.stream_id, path)
+        while not answer.ended:
+            self.read_into(answer)
+        return answer.status, answer.fields, answer.body
+
+    def read_into(self, answer: "Answer"):
+        """Reads one frame: `answer`'s if it is of its stream; another stream's is left aside for `frame`."""
+        frame = self.read_frame()
+        assert frame is not None, f"the connection closed before {answer.path} was answered"
+        if frame.stream_id == answer.stream:
+            answer.take(frame)
+        else:
+            self.aside.append(frame)
 
     def ends(self, timeout: float) -> GoAwayFrame | None:
         """Reads until the server ends the connection: its GOAWAY (or None if it only closed); fails after `timeout`."""
@@ -112,6 +109,25 @@ class H2:
             if frame is None or isinstance(frame, GoAwayFrame):
                 return frame
         raise AssertionError(f"the connection was still open after {timeout} s")
+
+
+class Answer:
+    """What one stream has answered so far, and how much more the server lets it send (its flow-control window)."""
+
+    def __init__(self, stream: int, path: str, window: int = 65535):
+        self.stream, self.path, self.window = stream, path, window
+        self.status, self.fields, self.body, self.ended = None, {}, b"", False
+
+    def take(self, frame):
+        assert not isinstance(frame, RstStreamFrame), f"{self.path} was reset with {frame.error_code}"
+        if isinstance(frame, WindowUpdateFrame):
+            self.window += frame.window_increment
+        elif isinstance(frame, HeadersFrame):
+            self.fields = frame.fields
+            self.status = int(frame.fields[":status"])
+        elif isinstance(frame, DataFrame):
+            self.body += frame.data
+        self.ended = self.ended or "END_STREAM" in frame.flags
 
 
 @pytest.fixture
@@ -182,39 +198,22 @@ def upload(client: H2, path: str, fields, body: bytes) -> tuple[int, bytes]:
     stops sending once the answer has ended (the rest is the server's to drop). Returns the status and the answer."""
     head = client.headers(path, "POST", fields, end_stream=False)
     client.send(head)
-    window = client.server_settings.get(SettingsFrame.INITIAL_WINDOW_SIZE, 65535)  # the stream's
-    answer = {"status": None, "body": b"", "ended": False}
-
-    def take(frame):
-        nonlocal window
-        assert frame is not None, f"the connection closed during the upload to {path}"
-        if frame.stream_id != head.stream_id:
-            return
-        if isinstance(frame, WindowUpdateFrame):
-            window += frame.window_increment
-        else:
-            assert not isinstance(frame, RstStreamFrame), f"{path} was reset with {frame.error_code}"
-            if isinstance(frame, HeadersFrame):
-                answer["status"] = int(frame.fields[":status"])
-            elif isinstance(frame, DataFrame):
-                answer["body"] += frame.data
-            answer["ended"] = answer["ended"] or "END_STREAM" in frame.flags
-
+    answer = Answer(head.stream_id, path, window=client.server_settings.get(SettingsFrame.INITIAL_WINDOW_SIZE, 65535))
     sent = 0
-    while sent < len(body) and not answer["ended"]:
-        size = min(16384, len(body) - sent, client.send_window, window)
+    while sent < len(body) and not answer.ended:
+        size = min(16384, len(body) - sent, client.send_window, answer.window)
         if size <= 0:
-            take(client.frame())
+            client.read_into(answer)
             continue
         client.send(DataFrame(head.stream_id, data=body[sent:sent + size], flags=["END_STREAM"] if sent + size == len(body) else []))
         sent += size
         client.send_window -= size
-        window -= size
+        answer.window -= size
     if sent < len(body):
         client.send(DataFrame(head.stream_id, data=b"", flags=["END_STREAM"]))
-    while not answer["ended"]:
-        take(client.frame())
-    return answer["status"], answer["body"]
+    while not answer.ended:
+        client.read_into(answer)
+    return answer.status, answer.body
 
 
 def test_a_body_larger_than_the_window_is_read_as_the_route_asks_and_one_too_large_is_refused(https):

@@ -194,13 +194,13 @@ final class HTTP2StreamAnswer: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let requestBody: RequestBody
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         if ended {
             requestBody = RequestBody(buffer: received ?? ByteBuffer())
         } else {
-            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
             let made = Body.makeSequence(
                 backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
-                delegate: BodyDemand(resume: { channel.eventLoop.execute { loopBound.value.resume() } })
+                delegate: BodyDemand(resume: { channel.eventLoop.execute { handler.value.resume() } })
             )
             body = made.source
             if let received, case .stopProducing = made.source.yield(received) { paused = true }
@@ -208,13 +208,12 @@ final class HTTP2StreamAnswer: ChannelDuplexHandler, RemovableChannelHandler {
         }
         received = nil
         let (answer, logger) = (self.answer, self.logger)
-        let answered = NIOLoopBound(self, eventLoop: context.eventLoop)
         tasks.run {
             do {
                 let response = try await answer(Request(head: head, body: requestBody), channel)
                 channel.write(HTTPResponsePart.head(response.head), promise: nil)
                 try await response.body.write(StreamBodyWriter(channel: channel))
-                channel.eventLoop.execute { answered.value.dropRestOfBody() }
+                channel.eventLoop.execute { handler.value.dropRestOfBody() }
             } catch {
                 logger.trace("HTTP/2 stream ended: \(error)")
                 channel.close(promise: nil)
