@@ -20,6 +20,7 @@ enum Main {
         // timestamp, every request. Named, it is read once (a change of zone then needs a restart, as for nginx).
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         readLanguageCatalogsAhead()
+        compileViewsAhead()
         await FoyerCommand.main()
     }
 }

@@ -109,15 +109,37 @@ public struct Views: Sendable {
         digest.update(data: Array(languages.fallback.tag.utf8))
         let key = digest.finalize().hexString
         fingerprint = key
-        if let compiled = Self.compiled.withLockedValue({ $0[key] }) {
-            byLanguage = compiled
-            return
+        let compilation = Self.compilations.withLockedValue { compilations in
+            if let started = compilations[key] { return started }
+            let new = Compilation<ByLanguage>()
+            compilations[key] = new
+            return new
         }
-        byLanguage = try ByLanguage(templates: templates, turboScriptURL: turboScriptURL, offline: offline, languages: languages)
-        Self.compiled.withLockedValue { [byLanguage] in $0[key] = byLanguage }
+        byLanguage = try compilation.compiled {
+            try ByLanguage(templates: templates, turboScriptURL: turboScriptURL, offline: offline, languages: languages)
+        }
     }
 
-    private static let compiled = NIOLockedValueBox([String: ByLanguage]())
+    /// Each set of templates, settings and catalogs, compiled once per process.
+    private static let compilations = NIOLockedValueBox([String: Compilation<ByLanguage>]())
+
+    /// Starts compiling, on another thread, the views `serve` will most likely ask for: the templates under the
+    /// working directory (or `FOYER_ROOT`) with the settings the environment gives. Parsing the command line takes
+    /// one core about 15 ms at the start of start-up, and compiling the templates is start-up's largest part. A
+    /// wrong guess costs only that core's time: the configured views are compiled as they would have been.
+    static func compileAhead(environment: [String: String]) {
+        DispatchQueue.global(qos: .userInitiated).async {
+            var guess = FoyerConfig()
+            guess.resourcesDirectory = environment["FOYER_ROOT"] ?? guess.resourcesDirectory
+            guess.turboScriptURL = environment["FOYER_TURBO_URL"] ?? guess.turboScriptURL
+            guess.offline = environment["FOYER_OFFLINE"].flatMap { Bool($0.lowercased()) } ?? guess.offline
+            guess.defaultLocale = environment["FOYER_DEFAULT_LOCALE"] ?? guess.defaultLocale
+            _ = try? Views(
+                directory: guess.templatesDirectory, turboScriptURL: guess.turboScriptURL, offline: guess.offline,
+                languages: try Languages.bundled(defaultTag: guess.defaultLocale)
+            )
+        }
+    }
 
     /// Every `.mustache` file under `directory`, by its name there without the extension (`posts/index`).
     static func templates(in directory: String) throws -> [String: String] {
@@ -300,5 +322,21 @@ extension Views {
     /// How pages show a time: "2026-11-21 16:34:52 UTC".
     static func timestamp(_ date: Date) -> String {
         date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
+    }
+}
+
+/// One set of views compiled by whoever asks first; whoever asks meanwhile waits for it (start-up's guess,
+/// `Views.compileAhead`, is usually still at it when the configured views are made). A failure is kept by nobody:
+/// the next to ask compiles again, and says why.
+final class Compilation<Made: Sendable>: Sendable {
+    private let made = NIOLockedValueBox<Made?>(nil)
+
+    func compiled(_ compile: () throws -> Made) throws -> Made {
+        try made.withLockedValue { made in
+            if let made { return made }
+            let new = try compile()
+            made = new
+            return new
+        }
     }
 }
