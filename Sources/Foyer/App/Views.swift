@@ -325,6 +325,10 @@ extension Views {
     }
 }
 
+/// Starts compiling the templates `serve` will most likely use on another thread (`Views.compileAhead`), for the
+/// reason the catalogs are read ahead (`readLanguageCatalogsAhead`).
+public func compileViewsAhead() { Views.compileAhead(environment: ProcessInfo.processInfo.environment) }
+
 /// One set of views compiled by whoever asks first; whoever asks meanwhile waits for it (start-up's guess,
 /// `Views.compileAhead`, is usually still at it when the configured views are made). A failure is kept by nobody:
 /// the next to ask compiles again, and says why.

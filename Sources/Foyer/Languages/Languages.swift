@@ -257,7 +257,3 @@ final class Languages: Sendable {
 /// on nothing the command line says, and parsing it takes one core 20 ms at the start of start-up, which the
 /// catalogs then no longer wait behind.
 public func readLanguageCatalogsAhead() { Languages.readShippedCatalogsAhead() }
-
-/// Starts compiling the templates `serve` will most likely use on another thread (`Views.compileAhead`), for the
-/// same reason.
-public func compileViewsAhead() { Views.compileAhead(environment: ProcessInfo.processInfo.environment) }
