@@ -19,8 +19,10 @@ enum Main {
         // With TZ unset, glibc stats /etc/localtime on every local time it makes: a syscall for each log line's
         // timestamp, every request. Named, it is read once (a change of zone then needs a restart, as for nginx).
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
-        readLanguageCatalogsAhead()
-        compileViewsAhead()
+        if FoyerCommand.willServe(arguments: CommandLine.arguments.dropFirst()) {
+            readLanguageCatalogsAhead()
+            compileViewsAhead()
+        }
         await FoyerCommand.main()
     }
 }
@@ -32,6 +34,14 @@ struct FoyerCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Migrate.self, UserCommand.self],
         defaultSubcommand: Serve.self
     )
+
+    /// Whether these arguments run the server (named, or as the default command), so that work done ahead for it
+    /// is not done for `migrate`, `user` or a request for help.
+    static func willServe(arguments: ArraySlice<String>) -> Bool {
+        if arguments.contains(where: { ["-h", "--help", "--version"].contains($0) }) { return false }
+        guard let first = arguments.first else { return true }
+        return first == Serve.configuration.commandName || first.hasPrefix("-")
+    }
 }
 
 /// Options every command takes. A flag wins over its environment variable, which wins over the default.
@@ -77,7 +87,6 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Posts") var posts: PostsOptions
     @OptionGroup(title: "Passkeys and app links") var passkeys: PasskeyOptions
-    @OptionGroup(title: "Languages") var languages: LanguageOptions
 
     @Option(help: "Address to listen on (env FOYER_HOSTNAME; default 127.0.0.1)")
     var hostname: String?
@@ -85,17 +94,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port to listen on (env FOYER_PORT or PORT; default 8080)")
     var port: Int?
 
-    @Option(help: "Folder holding Templates/, Public/ and path_configuration.json (env FOYER_ROOT; default: the working directory)")
-    var root: String?
+    @OptionGroup var pages: PageOptions
 
     @Option(help: "Path configuration file (env FOYER_PATH_CONFIGURATION; default ROOT/path_configuration.json)")
     var pathConfiguration: String?
-
-    @Option(help: "URL of Turbo's JavaScript (env FOYER_TURBO_URL; default /turbo.min.js from Public/)")
-    var turboURL: String?
-
-    @Option(help: "Pages work offline: a service worker keeps visited pages and holds writes until the network is back (env FOYER_OFFLINE; default true)")
-    var offline: Bool?
 
     @Flag(help: "Always mark the session cookie Secure (env FOYER_SECURE_COOKIES=1); it is anyway when X-Forwarded-Proto is https")
     var secureCookies = false
@@ -251,12 +253,8 @@ struct Serve: AsyncParsableCommand {
         if let port = port ?? (environment["FOYER_PORT"] ?? environment["PORT"]).flatMap({ Int($0) }) {
             config.port = port
         }
-        config.resourcesDirectory = root ?? environment["FOYER_ROOT"] ?? config.resourcesDirectory
+        pages.apply(to: &config, environment: environment)
         config.pathConfigurationFile = pathConfiguration ?? environment["FOYER_PATH_CONFIGURATION"]
-        config.turboScriptURL = turboURL ?? environment["FOYER_TURBO_URL"] ?? config.turboScriptURL
-        if let offline = offline ?? environment["FOYER_OFFLINE"].flatMap({ Bool($0.lowercased()) }) {
-            config.offline = offline
-        }
         config.secureCookies = secureCookies || environment["FOYER_SECURE_COOKIES"] == "1"
         config.trustProxy = trustProxy || environment["FOYER_TRUST_PROXY"] == "1"
         if let level = (logLevel ?? environment["LOG_LEVEL"]).flatMap({ Logger.Level(rawValue: $0) }) {
@@ -330,7 +328,6 @@ struct Serve: AsyncParsableCommand {
         config.moderation = try moderation.settings(environment: environment)
         config.posts = posts.settings(environment: environment)
         config.passkeys = try passkeys.settings(environment: environment)
-        config.defaultLocale = languages.defaultLocale(environment: environment)
         // Served over HTTPS, cookies are Secure (they are also when a balancer says it terminated TLS).
         if config.https.isOn { config.secureCookies = true }
         config.metricsToken = (metricsToken ?? environment["FOYER_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }

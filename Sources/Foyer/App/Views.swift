@@ -123,17 +123,13 @@ public struct Views: Sendable {
     /// Each set of templates, settings and catalogs, compiled once per process.
     private static let compilations = NIOLockedValueBox([String: Compilation<ByLanguage>]())
 
-    /// Starts compiling, on another thread, the views `serve` will most likely ask for: the templates under the
-    /// working directory (or `FOYER_ROOT`) with the settings the environment gives. Parsing the command line takes
+    /// Starts compiling, on another thread, the views `serve` will most likely ask for: those `PageOptions` gives
+    /// from the environment alone. Parsing the command line takes
     /// one core about 15 ms at the start of start-up, and compiling the templates is start-up's largest part. A
     /// wrong guess costs only that core's time: the configured views are compiled as they would have been.
     static func compileAhead(environment: [String: String]) {
         DispatchQueue.global(qos: .userInitiated).async {
-            var guess = FoyerConfig()
-            guess.resourcesDirectory = environment["FOYER_ROOT"] ?? guess.resourcesDirectory
-            guess.turboScriptURL = environment["FOYER_TURBO_URL"] ?? guess.turboScriptURL
-            guess.offline = environment["FOYER_OFFLINE"].flatMap { Bool($0.lowercased()) } ?? guess.offline
-            guess.defaultLocale = environment["FOYER_DEFAULT_LOCALE"] ?? guess.defaultLocale
+            let guess = PageOptions.fromEnvironment(environment)
             _ = try? Views(
                 directory: guess.templatesDirectory, turboScriptURL: guess.turboScriptURL, offline: guess.offline,
                 languages: try Languages.bundled(defaultTag: guess.defaultLocale)
