@@ -14,9 +14,7 @@ struct IdempotencyFeature {
         app.run(Pruning(what: "idempotency keys", interval: .seconds(600), logger: app.logger) { try await keys.prune() })
     }
 
-    func addMiddleware(to router: FoyerRouter) {
-        router.add(middleware: IdempotencyMiddleware(keys: keys))
-    }
+    var middleware: IdempotencyMiddleware { IdempotencyMiddleware(keys: keys) }
 }
 
 struct IdempotencyMiddleware: RouterMiddleware {

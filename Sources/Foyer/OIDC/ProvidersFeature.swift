@@ -36,9 +36,9 @@ struct ProvidersFeature {
     }
 
     /// Before authentication: the realm's own pages and endpoints, under `/auth`, for apps that talk to it directly.
-    func addMiddleware(to router: FoyerRouter, trustProxy: Bool) throws {
-        guard let keycloakSettings, let keycloak else { return }
-        router.add(middleware: try KeycloakProxyMiddleware(settings: keycloakSettings, http: keycloak.client.http, trustProxy: trustProxy))
+    func proxyMiddleware(trustProxy: Bool) throws -> KeycloakProxyMiddleware? {
+        guard let keycloakSettings, let keycloak else { return nil }
+        return try KeycloakProxyMiddleware(settings: keycloakSettings, http: keycloak.client.http, trustProxy: trustProxy)
     }
 
     func addRoutes(to router: FoyerRouter, signIn: SignIn, views: Views) {
