@@ -80,20 +80,17 @@ func buildRouter(
     let (config, views) = (app.config, app.views)
     let router = FoyerRouter(options: .autoGenerateHeadEndpoints)
     let errors = ErrorMiddleware(views: views, signInForm: SignInForm(views: views, signIn: signIn.signIn))
-    let keycloakProxy = try providers.proxyMiddleware(trustProxy: config.trustProxy)
-    // One stack of concrete types, not each added alone: Hummingbird then calls them as one specialized chain
-    // instead of through an existential responder each, 26 fewer task switches on every request (94 to 68 on /up).
-    router.addMiddleware {
-        RequestLogMiddleware(metrics: app.metrics)
-        CompressionMiddleware()
-        errors
-        MethodNotAllowedMiddleware(methods: router.methods, errors: errors)
-        PublicFiles(directory: config.publicDirectory, logger: app.logger)
-        if let keycloakProxy { keycloakProxy }
-        AuthenticationMiddleware(authenticator: signIn.authenticator)
-        CSRFMiddleware()
-        idempotency.middleware
-    }
+    router.add(middleware: EveryRequestMiddleware(
+        log: RequestLogMiddleware(metrics: app.metrics),
+        compression: CompressionMiddleware(),
+        errors: errors,
+        methodNotAllowed: MethodNotAllowedMiddleware(methods: router.methods, errors: errors),
+        publicFiles: PublicFiles(directory: config.publicDirectory, logger: app.logger),
+        keycloakProxy: try providers.proxyMiddleware(trustProxy: config.trustProxy),
+        authentication: AuthenticationMiddleware(authenticator: signIn.authenticator),
+        csrf: CSRFMiddleware(),
+        idempotency: idempotency.middleware
+    ))
 
     HealthController(store: app.store, readiness: readiness, drain: app.drain).addRoutes(to: router)
     MetricsController(metrics: app.metrics, token: config.metricsToken).addRoutes(to: router)
