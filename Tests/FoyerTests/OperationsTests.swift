@@ -58,6 +58,31 @@ import Testing
         #expect(try await users.count() == 1)
     }
 
+    /// Its password hash would take a core from the server while it starts: the demo account waits for the socket
+    /// to listen, and a server stopped before that makes none.
+    @Test func theDemoAccountIsMadeOnceTheServerListens() async throws {
+        let store = Store.sqlite(try SQLiteStore.openAndMigrate(path: ":memory:"))
+        let users = UserRepository(store: store, passwordHashCost: 4)
+        let (readiness, listening) = (Readiness(ready: false), ServerListening())
+        let seeding = DemoSeeding(
+            account: .init(email: "demo@example.com", password: "demo password"), users: users,
+            posts: PostRepository(store: store, blocks: Blocks(store: store), onChange: { _ in }), readiness: readiness,
+            listening: listening, logger: Logger(label: "test")
+        )
+        let stoppedEarly = Task { try await seeding.run() }
+        stoppedEarly.cancel()
+        try await stoppedEarly.value
+        #expect(try await users.count() == 0)
+        #expect(!readiness.isReady)
+
+        let seeded = Task { try await seeding.run() }
+        listening.listened()
+        while !readiness.isReady { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(try await users.authenticate(email: "demo@example.com", password: "demo password") != nil)
+        seeded.cancel()
+        try await seeded.value
+    }
+
     @Test func generatedDemoPasswordWorks() async throws {
         let database = try SQLiteStore.openAndMigrate(path: ":memory:")
         let users = UserRepository(database: database, passwordHashCost: 4)

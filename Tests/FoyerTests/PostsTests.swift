@@ -235,7 +235,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         var config = harness.config
         config.demoAccount = .init(email: "demo@example.com", password: "demo password")
         let app = try await buildApplication(config, store: .sqlite(database))
-        try await app.test(.router) { client in
+        try await app.test(.live) { client in
             // The demo account is made after the server starts listening; /healthz says when.
             for _ in 0..<100 {
                 let status = try await client.execute(uri: "/healthz", method: .get) { $0.status }

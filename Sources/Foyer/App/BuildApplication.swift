@@ -46,8 +46,11 @@ public func buildApplication(
     let tasks = try TasksFeature(app, push: push, providers: providers, idempotency: idempotency.keys)
     // A local demo account is no use when the realm checks every password.
     let readiness = Readiness(ready: providers.keycloak != nil || config.demoAccount == nil)
+    let listening = ServerListening()
     if providers.keycloak == nil, let account = config.demoAccount {
-        app.run(DemoSeeding(account: account, users: sessions.users, posts: posts.posts, readiness: readiness, logger: logger))
+        app.run(DemoSeeding(
+            account: account, users: sessions.users, posts: posts.posts, readiness: readiness, listening: listening, logger: logger
+        ))
     }
     if config.managesProcessMemory { app.run(StartupCodePages(readiness: readiness)) }
 
@@ -64,7 +67,7 @@ public func buildApplication(
     )))
     return try await FoyerApplication(
         responder: responder, services: app.services, logger: logger, hostname: config.hostname, port: config.port, edge: edge,
-        webSockets: webSockets.upgrades, https: config.https, acmeStorage: app.store.acmeStorage, drain: app.drain,
+        webSockets: webSockets.upgrades, https: config.https, acmeStorage: app.store.acmeStorage, drain: app.drain, listening: listening,
         open: { [streams = app.streams] in
             ["connections": "\(edge.connections.openCount)", "event_streams": "\(streams.subscriberCount)"]
         }

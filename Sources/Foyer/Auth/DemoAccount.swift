@@ -1,3 +1,4 @@
+import FoyerServer
 import Logging
 import NIOPosix
 import ServiceLifecycle
@@ -27,16 +28,20 @@ extension FoyerConfig.DemoAccount {
     }
 }
 
-/// Creates the demo account and its sample posts on an empty database, after the server listens: hashing the
-/// password is most of a fresh start's time, and nobody can sign in within that quarter second anyway.
+/// Creates the demo account and its sample posts on an empty database, once the server listens: hashing the
+/// password (bcrypt, cost 12) and reading the common-password list take a core for a while, which the listener and
+/// the first request want while the server starts; nobody can sign in before it listens anyway.
 struct DemoSeeding: Service {
     let account: FoyerConfig.DemoAccount
     let users: UserRepository
     let posts: PostRepository
     let readiness: Readiness
+    let listening: ServerListening
     let logger: Logger
 
     func run() async throws {
+        // Stopped before the server ever listened: nothing to make.
+        guard (try? await cancelWhenGracefulShutdown({ await listening.wait() })) != nil, listening.isListening else { return }
         do {
             if let demo = try await account.createIfNoUsers(in: users, logger: logger) {
                 try await SamplePosts.seed(into: posts, author: demo)

@@ -44,7 +44,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
     public init(
         responder: Responder, services: [any Service], logger: Logger, hostname: String, port: Int, edge: Edge,
         webSockets: WebSocketUpgrades?, https: HTTPSSettings, acmeStorage: ACMEStorage, drain: Drain,
-        open: @escaping @Sendable () -> Logger.Metadata
+        listening: ServerListening = ServerListening(), open: @escaping @Sendable () -> Logger.Metadata
     ) async throws {
         var acme: ACMECertificates?
         if let settings = https.acme { acme = try await ACMECertificates(settings: settings, store: acmeStorage, logger: logger) }
@@ -85,6 +85,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
             server: HTTPServerBuilder { [childChannel] in childChannel($0) },
             configuration: .init(address: .hostname(hostname, port: port), serverName: serverName, backlog: EdgeSettings.listenBacklog),
             services: services + [dates],
+            onServerRunning: { _ in listening.listened() },
             logger: logger
         )
         self.dates = dates
