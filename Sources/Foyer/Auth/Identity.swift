@@ -1,7 +1,8 @@
 import Foundation
 
-/// Who made a request, and how they proved it.
-public struct Identity: Sendable {
+/// Who made a request, and how they proved it. A class, not a struct: the request's context carries it through
+/// every middleware and closure, and each copy of a struct copied the user's and the session's fields.
+public final class Identity: Sendable {
     public enum Credential: Sendable {
         /// The session cookie: a browser or a WebView. Unsafe requests must carry the CSRF token.
         case cookie
