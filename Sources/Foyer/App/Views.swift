@@ -124,9 +124,9 @@ public struct Views: Sendable {
     private static let compilations = NIOLockedValueBox([String: Compilation<ByLanguage>]())
 
     /// Starts compiling, on another thread, the views `serve` will most likely ask for: those `PageOptions` gives
-    /// from the environment alone. Parsing the command line takes
-    /// one core about 15 ms at the start of start-up, and compiling the templates is start-up's largest part. A
-    /// wrong guess costs only that core's time: the configured views are compiled as they would have been.
+    /// from the environment alone. Parsing the command line takes one core about 15 ms at the start of start-up, and
+    /// compiling the templates is start-up's largest part. A wrong guess costs only that core's time: the configured
+    /// views are compiled as they would have been.
     static func compileAhead(environment: [String: String]) {
         DispatchQueue.global(qos: .userInitiated).async {
             let guess = PageOptions.fromEnvironment(environment)

@@ -40,7 +40,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
 
     /// The server layer around `responder`: the edge on every connection, websockets where `webSockets` says, HTTPS
     /// from certificate files or ACME (the plain port then redirects, and answers ACME's challenges), HTTP/2 where
-    /// TLS negotiates it, and the deploy's listener and drain.
+    /// TLS negotiates it, and the deploy's listener and drain. `listening` is told when the socket listens.
     public init(
         responder: Responder, services: [any Service], logger: Logger, hostname: String, port: Int, edge: Edge,
         webSockets: WebSocketUpgrades?, https: HTTPSSettings, acmeStorage: ACMEStorage, drain: Drain,
