@@ -64,14 +64,7 @@ struct HTTPConnection {
                     upgrades.upgrade(channel, head: upgrade.head, key: upgrade.key, subprotocol: upgrade.subprotocol)
                     return
                 }
-                let body: RequestBody
-                if let length = Self.wholeBodyLength(of: head) {
-                    guard let whole = try await Self.body(of: length, from: &parts) else { return }
-                    body = RequestBody(buffer: whole)
-                } else {
-                    body = RequestBody(asyncSequence: RequestBodyParts(parts))
-                }
-                let request = Request(head: head, body: body)
+                let request = Request(head: head, body: RequestBody(asyncSequence: RequestBodyParts(parts)))
                 try await ConnectionHandover.$current.withValue(handover) {
                     try await responder(request, ResponseWriter(outbound: outbound), channel)
                 }
@@ -89,46 +82,6 @@ struct HTTPConnection {
             try await outbound.write(.head(.init(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])))
             try await outbound.write(.end(nil))
         }
-    }
-}
-
-extension HTTPConnection {
-    /// Bodies up to this size that say their size are read before the request is answered, as one buffer: a route
-    /// then collects them without reading the connection through Hummingbird's type-erased body sequence (6 task
-    /// switches more on a GraphQL POST). Larger ones, and chunked ones, stream to the route as they come.
-    static let wholeBodyLimit = 64 << 10
-
-    /// The declared length of a body to read whole; nil to stream it. Not when the client waits to be told to go on
-    /// (`Expect: 100-continue`): it sends the body only when the route reads it.
-    static func wholeBodyLength(of head: HTTPRequest) -> Int? {
-        guard head.headerFields[.expect] == nil, let declared = head.headerFields[.contentLength], let length = Int(declared),
-              length <= wholeBodyLimit
-        else { return nil }
-        return length
-    }
-
-    /// The body's parts up to the request's end, joined; nil when the client closed before it.
-    static func body(
-        of length: Int, from parts: inout NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
-    ) async throws -> ByteBuffer? {
-        var whole: ByteBuffer?
-        while let part = try await parts.next() {
-            switch part {
-            case .body(var buffer):
-                // Most bodies come in one part: kept, not copied.
-                if whole == nil {
-                    whole = buffer
-                } else {
-                    whole!.reserveCapacity(minimumWritableBytes: length - whole!.readableBytes)
-                    whole!.writeBuffer(&buffer)
-                }
-            case .end:
-                return whole ?? ByteBuffer()
-            case .head:
-                throw UnexpectedPart(part: part)
-            }
-        }
-        return nil
     }
 }
 
