@@ -44,7 +44,7 @@ where Responder.Context: RequestContext, Responder.Context.Source == Application
     public init(
         responder: Responder, services: [any Service], logger: Logger, hostname: String, port: Int, edge: Edge,
         webSockets: WebSocketUpgrades?, https: HTTPSSettings, acmeStorage: ACMEStorage, drain: Drain,
-        listening: ServerListening = ServerListening(), open: @escaping @Sendable () -> Logger.Metadata
+        listening: ServerListening, open: @escaping @Sendable () -> Logger.Metadata
     ) async throws {
         var acme: ACMECertificates?
         if let settings = https.acme { acme = try await ACMECertificates(settings: settings, store: acmeStorage, logger: logger) }
