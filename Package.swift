@@ -43,6 +43,8 @@ let package = Package(
         // libcurl speaks SMTP (STARTTLS, AUTH, SMTPS); its options are set through a variadic C function. The shim
         // loads libcurl at the first mail (dlopen): only its headers are needed to build.
         .target(name: "CCurlSMTP"),
+        // zlib's CRC-32 functions, for gzip answers joined from pieces deflated ahead (Operations/GzipMember.swift).
+        .systemLibrary(name: "CZlib"),
         // Pictures through libvips (Debian's libvips-dev), as Rails' image_processing uses it; its options go through
         // variadic C functions, which the shim calls. The shim loads libvips at the first picture (dlopen), so only
         // the headers are needed to build: libvips' own and GLib's (pkg-config's flags would also link it).
@@ -91,6 +93,7 @@ let package = Package(
                 "FoyerServer",
                 "CCurlSMTP",
                 "CVips",
+                "CZlib",
                 // Features' own flags live with them as option groups (Mail/MailOptions).
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -121,6 +121,53 @@ import Testing
         }
     }
 
+    /// The list goes out gzip'd from its body and the layout deflated ahead (`GzipMember`): byte for byte the page
+    /// sent uncompressed, for each of the layout's variants and with every per-request value in it.
+    @Test func theListSentGzippedIsThePageSentPlainInEveryVariant() async throws {
+        try await TestHarness().test { client in
+            let (token, _) = try await signIn(client)
+            try await client.execute(
+                uri: "/api/v1/posts", method: .post, headers: bearer(token).merging(jsonHeaders),
+                body: ByteBuffer(json: #"{"title": "Fish & <chips>", "content": "Words \"quoted\" and 'single' & more."}"#)
+            ) { #expect($0.status == .created) }
+            let readers: [HTTPFields] = [
+                browserHeaders,
+                browserHeaders.merging([.cookie: "foyer_session=\(token)"]),
+                browserHeaders.merging([.cookie: "foyer_session=\(token); foyer_flash=post-published", .acceptLanguage: "pt-BR"]),
+                [.userAgent: "Hotwire Native iOS; Turbo Native iOS", .cookie: "foyer_session=\(token); foyer_flash=signed-in"],
+                [.cookie: "foyer_flash=signed-out"],
+            ]
+            for reader in readers {
+                let plain = try await client.execute(uri: "/posts", method: .get, headers: reader) { $0.body }
+                try await client.execute(uri: "/posts", method: .get, headers: reader.merging(Self.gzip)) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers[.contentEncoding] == "gzip")
+                    #expect(response.headers[.vary]?.hasSuffix(", Accept-Encoding") == true)
+                    #expect(response.headers[.contentLength] == String(response.body.readableBytes))
+                    #expect(response.body.readableBytes < plain.readableBytes * 2 / 3)
+                    let unzipped = try Self.gunzip(response.body)
+                    #expect(unzipped == plain, "\(reader)")
+                }
+            }
+        }
+    }
+
+    /// Values a page takes per request go into the member stored, in blocks of at most 65,535 bytes.
+    @Test func storedValuesOfAnyLengthKeepTheMemberWhole() throws {
+        let deflater = try PieceDeflater(level: 9)
+        let head = try deflater.piece("<p>before</p>")
+        let tail = try deflater.piece(String(repeating: "after ", count: 1000))
+        for length in [0, 1, 65_535, 65_536, 140_000] {
+            let value = String(repeating: "x", count: length)
+            var member = GzipMember(capacity: 0)
+            member.append(head)
+            member.appendStored(ByteBuffer(string: value))
+            member.append(tail)
+            let whole = try Self.gunzip(member.finish())
+            #expect(String(buffer: whole) == "<p>before</p>" + value + String(repeating: "after ", count: 1000), "\(length)")
+        }
+    }
+
     @Test func acceptEncodingIsReadWithItsWeights() {
         #expect(CompressionMiddleware.acceptsGzip(["gzip"]))
         #expect(CompressionMiddleware.acceptsGzip(["br;q=1.0, gzip;q=0.8, *;q=0.1"]))

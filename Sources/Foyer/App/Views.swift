@@ -186,20 +186,37 @@ public struct Views: Sendable {
         )
     }
 
-    /// A page around a body already rendered (and possibly cached) in `language`. It shows the request's flash
-    /// notice, and spends it, unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the
-    /// one that should).
+    /// A page around a body already rendered in `language`. It shows the request's flash notice, and spends it,
+    /// unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the one that should).
     func page(
         body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok, keepsFlash: Bool = false, language: Language
     ) -> Response {
+        page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: false) { layout, flash in
+            layout.render(body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage, flash: flash)
+        }
+    }
+
+    /// A page around a body kept for many requests (the posts list): sent gzip'd, when the client takes it, from
+    /// the body and layout deflated ahead, rather than left to `CompressionMiddleware` to deflate whole each time.
+    func page(body: RenderedBody, title: String, request: Request, context: some CallerContext, language: Language) -> Response {
+        guard request.method != .head, CompressionMiddleware.acceptsGzip(request.headers[values: .acceptEncoding]),
+            let deflated = try? body.deflatedPiece()
+        else { return page(body: body.html, title: title, request: request, context: context, language: language) }
+        return page(request: request, context: context, status: .ok, keepsFlash: false, language: language, gzip: true) { layout, flash in
+            layout.renderGzip(body: deflated, title: title, identity: context.caller, native: request.isNativeShell, formPage: false, flash: flash)
+        }
+    }
+
+    private func page(
+        request: Request, context: some CallerContext, status: HTTPResponse.Status, keepsFlash: Bool, language: Language, gzip: Bool,
+        render: (CompiledLayout, _ flash: String) -> ByteBuffer
+    ) -> Response {
         let flash = keepsFlash ? nil : Flash(request)
         let inLanguage = byLanguage[language]
-        let html = inLanguage.layout.render(
-            body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage,
-            flash: flash.map { language.say($0.phrase) } ?? ""
-        )
+        let html = render(inLanguage.layout, flash.map { language.say($0.phrase) } ?? "")
         var response = Response(status: status, headers: inLanguage.pageHeaders, body: .init(byteBuffer: html))
+        if gzip { response.headers[.contentEncoding] = "gzip" }
         if flash != nil { response.setCookie(Flash.spent) }
         if offline { response.headers[.offlineOwner] = OfflineOwner.name(of: context.caller) }
         return response
@@ -241,7 +258,8 @@ struct CompiledLayout: Sendable {
     }
 
     enum Piece: Sendable {
-        case literal(String)
+        /// Its text, and the same deflated, for pages sent compressed (`renderGzip`).
+        case literal(String, DeflatedPiece)
         case slot(Slot)
     }
 
@@ -251,6 +269,7 @@ struct CompiledLayout: Sendable {
 
     init(library: inout MustacheLibrary, turboScriptURL: String, offline: Bool, language: Language) throws {
         let probe = "__layout_probe"
+        let deflater = try PieceDeflater(level: RenderedBody.level)
         try library.register("{{<layout}}{{$body}}\(Self.marker)body\(Self.marker){{/body}}{{/layout}}", named: probe)
         var variants: [Int: [Piece]] = [:]
         for signedIn in [false, true] {
@@ -268,7 +287,7 @@ struct CompiledLayout: Sendable {
                     guard let rendered = library.render(values, withTemplate: probe) else {
                         throw StartupError("Templates/layout.mustache could not be rendered")
                     }
-                    let pieces = try Self.pieces(of: rendered)
+                    let pieces = try Self.pieces(of: rendered, deflater: deflater)
                     guard pieces.filter({ if case .slot(.body) = $0 { true } else { false } }).count == 1 else {
                         throw StartupError("Templates/layout.mustache must have exactly one {{$body}}{{/body}} block")
                     }
@@ -285,15 +304,42 @@ struct CompiledLayout: Sendable {
         html.reserveCapacity(body.utf8.count + 2048)
         for piece in pieces {
             switch piece {
-            case .literal(let text): html.writeString(text)
+            case .literal(let text, _): html.writeString(text)
             case .slot(.body): html.writeString(body)
-            case .slot(.title): HTML.write(title, escapedInto: &html)
-            case .slot(.csrfToken): HTML.write(identity?.session?.csrfToken ?? "", escapedInto: &html)
-            case .slot(.name): HTML.write(identity?.user.name ?? "", escapedInto: &html)
-            case .slot(.flash): HTML.write(flash, escapedInto: &html)
+            case .slot(let slot): Self.write(slot, title: title, identity: identity, flash: flash, into: &html)
             }
         }
         return html
+    }
+
+    /// The same page as one gzip member: the layout's text and the body were deflated ahead, and the per-request
+    /// values go in as they are (stored), so no compressor runs for the request.
+    func renderGzip(body: DeflatedPiece, title: String, identity: Identity?, native: Bool, formPage: Bool, flash: String) -> ByteBuffer {
+        let pieces = variants[Self.key(signedIn: identity != nil, native: native, formPage: formPage)]!
+        var member = GzipMember(capacity: body.deflated.readableBytes + 1024)
+        var value = ByteBuffer()
+        for piece in pieces {
+            switch piece {
+            case .literal(_, let deflated): member.append(deflated)
+            case .slot(.body): member.append(body)
+            case .slot(let slot):
+                value.clear()
+                Self.write(slot, title: title, identity: identity, flash: flash, into: &value)
+                member.appendStored(value)
+            }
+        }
+        return member.finish()
+    }
+
+    /// A per-request value, escaped.
+    private static func write(_ slot: Slot, title: String, identity: Identity?, flash: String, into html: inout ByteBuffer) {
+        switch slot {
+        case .body: preconditionFailure("the body is written by the caller")
+        case .title: HTML.write(title, escapedInto: &html)
+        case .csrfToken: HTML.write(identity?.session?.csrfToken ?? "", escapedInto: &html)
+        case .name: HTML.write(identity?.user.name ?? "", escapedInto: &html)
+        case .flash: HTML.write(flash, escapedInto: &html)
+        }
     }
 
     private static func markerFor(_ slot: Slot) -> String { "\(marker)\(slot.rawValue)\(marker)" }
@@ -303,9 +349,9 @@ struct CompiledLayout: Sendable {
     }
 
     /// Text between markers alternates: literal, slot name, literal, …
-    private static func pieces(of rendered: String) throws -> [Piece] {
+    private static func pieces(of rendered: String, deflater: PieceDeflater) throws -> [Piece] {
         try rendered.split(separator: marker, omittingEmptySubsequences: false).enumerated().compactMap { index, part in
-            if index.isMultiple(of: 2) { return part.isEmpty ? nil : .literal(String(part)) }
+            if index.isMultiple(of: 2) { return part.isEmpty ? nil : try .literal(String(part), deflater.piece(String(part))) }
             guard let slot = Slot(rawValue: String(part)) else {
                 throw StartupError("Templates/layout.mustache: unexpected marker \(part)")
             }

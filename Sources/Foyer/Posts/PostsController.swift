@@ -15,7 +15,7 @@ struct PostsController {
     /// whether anyone is signed in (the "New post" link), the people a block keeps the reader apart from, and the
     /// reader's clock ("3 minutes ago", in their time zone, to the minute) and language: keep it that way, or add to the
     /// key.
-    let listBodies = GenerationCache<ListKey, String>(capacity: 512)
+    let listBodies = GenerationCache<ListKey, RenderedBody>(capacity: 512)
 
     struct ListKey: Hashable, Sendable {
         let paging: Paging
@@ -50,7 +50,7 @@ struct PostsController {
             minute: Int(time.now.timeIntervalSince1970 / 60), language: language.index
         )
         let body = try await listBodies.value(for: key, generation: posts.generation.current) {
-            try await renderList(paging, signedIn: signedIn, time: time, excluding: excluded, language: language)
+            try await RenderedBody(html: renderList(paging, signedIn: signedIn, time: time, excluding: excluded, language: language))
         }
         return views.page(body: body, title: language.text("posts.index.title"), request: request, context: context, language: language)
     }
