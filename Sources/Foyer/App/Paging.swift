@@ -10,6 +10,12 @@ struct Paging: Hashable, Sendable {
     var offset: Int { (page - 1) * perPage }
 
     init(_ request: Request, defaultPerPage: Int = 20) throws {
+        // Most lists are asked for without a query: looking the two names up in an empty one still hashed both.
+        guard request.uri.query != nil else {
+            page = 1
+            perPage = defaultPerPage
+            return
+        }
         let query = request.uri.queryParameters
         page = try Self.number(query["page"], name: "page", default: 1, range: 1...1_000_000)
         perPage = try Self.number(query["per_page"], name: "per_page", default: defaultPerPage, range: 1...Self.maximumPerPage)
