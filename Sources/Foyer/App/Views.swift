@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import Mustache
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Mustache templates from Templates/, loaded once at start, one copy per language (`TemplateWords`). Page
 /// templates render a page's body; the layout every page shares is compiled once at start (see CompiledLayout), so
@@ -16,6 +17,8 @@ public struct Views: Sendable {
     let fingerprint: String
     /// Pages load the offline script (which registers the service worker) and say whose they are to it.
     let offline: Bool
+    /// For bodies rendered per request and sent gzipped (`page(body:…)`).
+    private let deflaters = PieceDeflaters(level: CompressionMiddleware.dynamicLevel, capacity: 2 * System.coreCount)
 
     /// What one language's pages are made from.
     private struct InLanguage: Sendable {
@@ -188,24 +191,38 @@ public struct Views: Sendable {
 
     /// A page around a body already rendered in `language`. It shows the request's flash notice, and spends it,
     /// unless `keepsFlash` (a page nobody sees, which a native shell answers by reloading the one that should).
+    /// A client that takes gzip gets it here rather than from `CompressionMiddleware`: only the body is deflated
+    /// for the request, the layout's text was deflated at start.
     func page(
         body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok, keepsFlash: Bool = false, language: Language
     ) -> Response {
-        page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: false) { layout, flash in
+        if Self.takesGzip(request), let deflated = try? deflaters.piece(body) {
+            return page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: true) { layout, flash in
+                layout.renderGzip(body: deflated, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage, flash: flash)
+            }
+        }
+        return page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: false) { layout, flash in
             layout.render(body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage, flash: flash)
         }
     }
 
-    /// A page around a body kept for many requests (the posts list): sent gzip'd, when the client takes it, from
-    /// the body and layout deflated ahead, rather than left to `CompressionMiddleware` to deflate whole each time.
+    /// A page around a body kept for many requests (the posts list), whose deflated form is kept with it: a page
+    /// sent gzipped then costs what the uncompressed one does.
     func page(body: RenderedBody, title: String, request: Request, context: some CallerContext, language: Language) -> Response {
-        guard request.method != .head, CompressionMiddleware.acceptsGzip(request.headers[values: .acceptEncoding]),
-            let deflated = try? body.deflatedPiece()
-        else { return page(body: body.html, title: title, request: request, context: context, language: language) }
+        guard Self.takesGzip(request), let deflated = try? body.deflatedPiece() else {
+            return page(request: request, context: context, status: .ok, keepsFlash: false, language: language, gzip: false) { layout, flash in
+                layout.render(body: body.html, title: title, identity: context.caller, native: request.isNativeShell, formPage: false, flash: flash)
+            }
+        }
         return page(request: request, context: context, status: .ok, keepsFlash: false, language: language, gzip: true) { layout, flash in
             layout.renderGzip(body: deflated, title: title, identity: context.caller, native: request.isNativeShell, formPage: false, flash: flash)
         }
+    }
+
+    /// As `CompressionMiddleware` decides for other answers (a page is always over its minimum size).
+    private static func takesGzip(_ request: Request) -> Bool {
+        request.method != .head && CompressionMiddleware.acceptsGzip(request.headers[values: .acceptEncoding])
     }
 
     private func page(

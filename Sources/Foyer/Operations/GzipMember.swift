@@ -12,8 +12,10 @@ struct DeflatedPiece: Sendable {
     let length: Int
 }
 
-/// Makes `DeflatedPiece`s with one zlib stream, reset between pieces (a stream's state is about 256 KB).
-final class PieceDeflater {
+/// Makes `DeflatedPiece`s with one zlib stream, reset between pieces (a stream's state is about 256 KB, which
+/// `deflateInit2` allocates and the first pieces fault in). Used by one caller at a time: whoever made it, or took it
+/// from `PieceDeflaters`.
+final class PieceDeflater: @unchecked Sendable {
     private let compressor: ZlibCompressor
 
     init(level: Int32) throws {
@@ -28,6 +30,29 @@ final class PieceDeflater {
         var deflated = ByteBufferAllocator().buffer(capacity: compressor.maxSize(from: bytes))
         try compressor.deflate(from: &bytes, to: &deflated, flush: .sync)
         return DeflatedPiece(deflated: deflated, crc: crc, length: length)
+    }
+}
+
+/// Deflaters kept for pieces made per request (a page's body), so that no request makes a zlib stream of its own.
+final class PieceDeflaters: Sendable {
+    let level: Int32
+    /// Idle ones kept at most: pages deflated at once beyond it make and drop their own.
+    let capacity: Int
+    private let idle = NIOLockedValueBox<[PieceDeflater]>([])
+
+    init(level: Int32, capacity: Int) {
+        self.level = level
+        self.capacity = capacity
+    }
+
+    func piece(_ text: String) throws -> DeflatedPiece {
+        let deflater = try idle.withLockedValue { $0.popLast() } ?? PieceDeflater(level: level)
+        // One that failed is dropped rather than kept: its stream is in whatever state zlib left it.
+        let piece = try deflater.piece(text)
+        idle.withLockedValue { idle in
+            if idle.count < capacity { idle.append(deflater) }
+        }
+        return piece
     }
 }
 
