@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Mustache
 
 /// Times as the person reading a page says them: "just now", "3 minutes ago", "yesterday at 2:05 PM", "há 3 minutos",
 /// "昨天 14:05", in their language and time zone (the `tz` cookie `live.js` sets from the browser's; UTC until it
@@ -94,4 +95,16 @@ struct TimeView: Sendable {
     let datetime: String
     let exact: String
     let relative: String
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension TimeView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "datetime": datetime
+        case "exact": exact
+        case "relative": relative
+        default: nil
+        }
+    }
 }

@@ -1,3 +1,5 @@
+import Mustache
+
 /// A post as a list row (`posts/row`): the same for every viewer.
 struct PostRowView: Sendable {
     let id: Int64
@@ -142,6 +144,89 @@ struct PostFragments: Sendable {
                 + TurboStream.replace(PostChangedNoticeView.slotID(published.id), views.render("posts/changed", PostChangedNoticeView(published, time: time), in: language))
         case .deleted(let id):
             TurboStream.remove("post_\(id)") + TurboStream.replace("post_\(id)_detail", views.render("posts/deleted", ["id": id], in: language))
+        }
+    }
+}
+
+// Templates read these views by name. Without `MustacheParent` swift-mustache finds a name through `Mirror`, which
+// boxes every property for each name looked up (and for each view on the context stack a name passes on its way
+// out): on a post's page that was a third of the request. `ViewNamesTests` holds each of these to what `Mirror`
+// would find.
+
+extension PostRowView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "title": title
+        case "excerpt": excerpt
+        case "author": author
+        case "createdAt": createdAt
+        case "picture": picture
+        default: nil
+        }
+    }
+}
+
+extension PictureView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "pagePath": pagePath
+        case "thumbnailPath": thumbnailPath
+        case "width": width
+        case "height": height
+        case "thumbnailWidth": thumbnailWidth
+        case "thumbnailHeight": thumbnailHeight
+        case "alt": alt
+        case "lazy": lazy
+        default: nil
+        }
+    }
+}
+
+extension PostContentView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "title": title
+        case "contentHTML": contentHTML
+        case "author": author
+        case "authorPath": authorPath
+        case "createdAt": createdAt
+        case "updatedAt": updatedAt
+        case "edited": edited
+        case "hiddenNotice": hiddenNotice
+        case "picture": picture
+        default: nil
+        }
+    }
+}
+
+extension PostFormView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "action": action
+        case "editing": editing
+        case "cancel": cancel
+        case "title": title
+        case "content": content
+        case "picture": picture
+        case "alt": alt
+        case "current": current
+        case "version": version
+        case "changedNoticeID": changedNoticeID
+        default: nil
+        }
+    }
+}
+
+extension PostChangedNoticeView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "slotID": slotID
+        case "version": version
+        case "savedBy": savedBy
+        case "savedAt": savedAt
+        default: nil
         }
     }
 }

@@ -1,3 +1,5 @@
+import Mustache
+
 /// What the task templates show of a task (`tasks/row`, `tasks/content`): the same for every viewer, so a
 /// live fragment rendered once serves every open page.
 struct TaskView: Sendable {
@@ -91,6 +93,33 @@ struct TaskPages: Sendable {
         case .added: fragments.added(change.task, in: language)
         case .updated: fragments.updated(change.task, in: language)
         case .deleted: fragments.deleted(id: change.task.id, in: language)
+        }
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension TaskView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "title": title
+        case "description": description
+        case "status": status
+        case "statusLabel": statusLabel
+        case "version": version
+        case "statuses": statuses
+        default: nil
+        }
+    }
+}
+
+extension TaskView.StatusOption: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "value": value
+        case "label": label
+        case "current": current
+        default: nil
         }
     }
 }
