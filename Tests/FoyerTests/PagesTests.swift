@@ -47,6 +47,12 @@ import Testing
         let tokyo = ReaderTime(now: now, timeZone: try #require(TimeZone(identifier: "Asia/Tokyo")), language: english)
         #expect(tokyo.relative(try Date("2026-11-23T15:30:00Z", strategy: .iso8601)) == "23 hours ago")
         #expect(tokyo.relative(try Date("2026-11-23T14:30:00Z", strategy: .iso8601)) == "yesterday at 11:30\u{202F}PM")
+
+        // Words kept once said are kept for their language: the same counts, asked in English again and in Portuguese.
+        #expect(utc.relative(now.addingTimeInterval(-180)) == "3 minutes ago")
+        let portuguese = ReaderTime(now: now, language: try #require(try Languages.bundled().language(tag: "pt-BR")))
+        #expect(portuguese.relative(now.addingTimeInterval(-180)) == "há 3 minutos")
+        #expect(portuguese.relative(now.addingTimeInterval(-2 * 3600)) == "há 2 horas")
     }
 
     @Test func aPagePutsTimesInTheReadersZoneFromItsCookie() async throws {

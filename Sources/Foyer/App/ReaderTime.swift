@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Mustache
+import NIOConcurrencyHelpers
 
 /// Times as the person reading a page says them: "just now", "3 minutes ago", "yesterday at 2:05 PM", "há 3 minutos",
 /// "昨天 14:05", in their language and time zone (the `tz` cookie `live.js` sets from the browser's; UTC until it
@@ -66,13 +67,31 @@ struct ReaderTime: Sendable {
     }
 
     /// Whole minutes or hours ago, as the locale says it ("3 minutes ago", "há 3 minutos", "3分钟前"). Foundation's
-    /// style counts from the clock's now, so it is given a date that many whole units before that.
+    /// style counts from the clock's now, so it is given a date that many whole units before that. The words for a
+    /// count are the same every time (the zone does not change them), and working them out through a calendar was a
+    /// tenth of a post's page: each is kept once said.
     private func ago(_ date: Date, seconds: TimeInterval, unit: TimeInterval) -> String {
+        let count = Int((seconds / unit).rounded(.down))
+        let key = AgoKey(language: language.tag, unit: Int(unit), count: count)
+        if let said = Self.agoSaid.withLockedValue({ $0[key] }) { return said }
         var style = Date.RelativeFormatStyle(presentation: .numeric, unitsStyle: .wide, capitalizationContext: .middleOfSentence)
         style.locale = locale
         style.calendar = calendar
-        return Date().addingTimeInterval(-(seconds / unit).rounded(.down) * unit).formatted(style)
+        let said = Date().addingTimeInterval(-Double(count) * unit).formatted(style)
+        Self.agoSaid.withLockedValue { kept in
+            // Minutes and hours below a day: a few dozen for each language.
+            if kept.count < 4_096 { kept[key] = said }
+        }
+        return said
     }
+
+    private struct AgoKey: Hashable {
+        let language: String
+        let unit: Int
+        let count: Int
+    }
+
+    private static let agoSaid = NIOLockedValueBox<[AgoKey: String]>([:])
 
     private func format(_ date: Date, _ style: Date.FormatStyle) -> String {
         var style = style
