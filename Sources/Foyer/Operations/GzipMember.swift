@@ -29,6 +29,8 @@ final class PieceDeflater: @unchecked Sendable {
         try compressor.reset()
         var deflated = ByteBufferAllocator().buffer(capacity: compressor.maxSize(from: bytes))
         try compressor.deflate(from: &bytes, to: &deflated, flush: .sync)
+        // zlib finished the flush only if it read everything and left room: otherwise the piece would end short.
+        guard bytes.readableBytes == 0, deflated.writableBytes > 0 else { throw CompressNIOError.bufferOverflow }
         return DeflatedPiece(deflated: deflated, crc: crc, length: length)
     }
 }
