@@ -53,6 +53,20 @@ import Testing
         let portuguese = ReaderTime(now: now, language: try #require(try Languages.bundled().language(tag: "pt-BR")))
         #expect(portuguese.relative(now.addingTimeInterval(-180)) == "há 3 minutos")
         #expect(portuguese.relative(now.addingTimeInterval(-2 * 3600)) == "há 2 horas")
+        // Exact times kept once said are kept for their zone and language too.
+        let said = try Date("2026-11-23T14:05:09Z", strategy: .iso8601)
+        #expect(utc.exact(said) == "Nov 23, 2026 at 2:05:09\u{202F}PM UTC")
+        #expect(tokyo.exact(said).hasPrefix("Nov 23, 2026 at 11:05:09\u{202F}PM "))
+        #expect(portuguese.exact(said) != utc.exact(said))
+    }
+
+    /// A post's text as HTML, kept by its text: the same text the same HTML, another text its own.
+    @Test func postTextIsEscapedIntoParagraphsEachTimeAlike() {
+        let text = "First <line>\r\nsecond & line\n\n  \nAnother paragraph"
+        let html = "<p>First &lt;line&gt;<br>\nsecond &amp; line</p>\n<p>Another paragraph</p>\n"
+        #expect(PostText.html(text) == html)
+        #expect(PostText.html(text) == html)
+        #expect(PostText.html(text + "!") == "<p>First &lt;line&gt;<br>\nsecond &amp; line</p>\n<p>Another paragraph!</p>\n")
     }
 
     @Test func aPagePutsTimesInTheReadersZoneFromItsCookie() async throws {

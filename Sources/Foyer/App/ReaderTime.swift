@@ -47,7 +47,8 @@ struct ReaderTime: Sendable {
         if seconds < 3600 { return ago(date, seconds: seconds, unit: 60) }
         let calendar = self.calendar
         let days = calendar.dateComponents([.day], from: calendar.startOfDay(for: date), to: calendar.startOfDay(for: now)).day ?? 0
-        let time = format(date, Date.FormatStyle(date: .omitted, time: .shortened))
+        // Formatted only where it is said: most times on a page are hours ago.
+        var time: String { format(date, Date.FormatStyle(date: .omitted, time: .shortened)) }
         switch days {
         case ...0: return ago(date, seconds: seconds, unit: 3600)
         case 1: return language.text("time.yesterday_at", ["time": time])
@@ -61,10 +62,23 @@ struct ReaderTime: Sendable {
     }
 
     /// "Nov 23, 2026, 2:05:09 PM UTC": for a title, where every second counts.
+    /// A post's times are shown again on every view of it: each is kept once said, for its zone and language.
     func exact(_ date: Date) -> String {
+        let key = ExactKey(date: date, zone: zoneName, language: language.tag)
+        if let said = Self.exactSaid.value(for: key) { return said }
         let zone = timeZone.identifier == "GMT" ? "UTC" : timeZone.abbreviation(for: date) ?? timeZone.identifier
-        return format(date, Date.FormatStyle(date: .abbreviated, time: .standard)) + " " + zone
+        let said = format(date, Date.FormatStyle(date: .abbreviated, time: .standard)) + " " + zone
+        Self.exactSaid.keep(said, for: key, cost: 1)
+        return said
     }
+
+    private struct ExactKey: Hashable, Sendable {
+        let date: Date
+        let zone: String
+        let language: String
+    }
+
+    private static let exactSaid = StartOverCache<ExactKey, String>(maximumCost: 16_384)
 
     /// Whole minutes or hours ago, as the locale says it ("3 minutes ago", "há 3 minutos", "3分钟前"). Foundation's
     /// style counts from the clock's now, so it is given a date that many whole units before that. The words for a

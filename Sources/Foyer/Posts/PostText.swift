@@ -1,7 +1,17 @@
 /// Plain text to HTML: escaped, blank lines make paragraphs, single line breaks stay line breaks.
 /// Stored content is never trusted as markup, so no sanitiser is needed.
 enum PostText {
+    /// A post's HTML by its text: read far more often than written, and the same text always makes the same HTML.
+    private static let made = StartOverCache<String, String>(maximumCost: 8 << 20)
+
     static func html(_ text: String) -> String {
+        if let html = made.value(for: text) { return html }
+        let html = render(text)
+        made.keep(html, for: text, cost: text.utf8.count + html.utf8.count)
+        return html
+    }
+
+    private static func render(_ text: String) -> String {
         let normalized = text.replacingOccurrences(of: "\r\n", with: "\n")
         var html = ""
         var paragraph: [Substring] = []
