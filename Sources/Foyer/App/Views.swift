@@ -197,46 +197,46 @@ public struct Views: Sendable {
         body: String, title: String, formPage: Bool = false, request: Request, context: some CallerContext,
         status: HTTPResponse.Status = .ok, keepsFlash: Bool = false, language: Language
     ) -> Response {
-        if Self.takesGzip(request), let deflated = try? deflaters.piece(body) {
-            return page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: true) { layout, flash in
-                layout.renderGzip(body: deflated, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage, flash: flash)
-            }
-        }
-        return page(request: request, context: context, status: status, keepsFlash: keepsFlash, language: language, gzip: false) { layout, flash in
-            layout.render(body: body, title: title, identity: context.caller, native: request.isNativeShell, formPage: formPage, flash: flash)
-        }
+        page(
+            body: body, deflated: { try deflaters.piece(body) }, title: title, formPage: formPage, request: request, context: context,
+            status: status, keepsFlash: keepsFlash, language: language
+        )
     }
 
     /// A page around a body kept for many requests (the posts list), whose deflated form is kept with it: a page
     /// sent gzipped then costs what the uncompressed one does.
     func page(body: RenderedBody, title: String, request: Request, context: some CallerContext, language: Language) -> Response {
-        guard Self.takesGzip(request), let deflated = try? body.deflatedPiece() else {
-            return page(request: request, context: context, status: .ok, keepsFlash: false, language: language, gzip: false) { layout, flash in
-                layout.render(body: body.html, title: title, identity: context.caller, native: request.isNativeShell, formPage: false, flash: flash)
-            }
+        page(
+            body: body.html, deflated: body.deflatedPiece, title: title, formPage: false, request: request, context: context,
+            status: .ok, keepsFlash: false, language: language
+        )
+    }
+
+    /// `deflated` is asked for only when the client takes gzip; should it fail, the page goes out plain.
+    private func page(
+        body: String, deflated: () throws -> DeflatedPiece, title: String, formPage: Bool, request: Request, context: some CallerContext,
+        status: HTTPResponse.Status, keepsFlash: Bool, language: Language
+    ) -> Response {
+        let flash = keepsFlash ? nil : Flash(request)
+        let notice = flash.map { language.say($0.phrase) } ?? ""
+        let inLanguage = byLanguage[language]
+        let (identity, native) = (context.caller, request.isNativeShell)
+        let gzipped = Self.takesGzip(request) ? try? deflated() : nil
+        let html = if let gzipped {
+            inLanguage.layout.renderGzip(body: gzipped, title: title, identity: identity, native: native, formPage: formPage, flash: notice)
+        } else {
+            inLanguage.layout.render(body: body, title: title, identity: identity, native: native, formPage: formPage, flash: notice)
         }
-        return page(request: request, context: context, status: .ok, keepsFlash: false, language: language, gzip: true) { layout, flash in
-            layout.renderGzip(body: deflated, title: title, identity: context.caller, native: request.isNativeShell, formPage: false, flash: flash)
-        }
+        var response = Response(status: status, headers: inLanguage.pageHeaders, body: .init(byteBuffer: html))
+        if gzipped != nil { response.headers[.contentEncoding] = "gzip" }
+        if flash != nil { response.setCookie(Flash.spent) }
+        if offline { response.headers[.offlineOwner] = OfflineOwner.name(of: context.caller) }
+        return response
     }
 
     /// As `CompressionMiddleware` decides for other answers (a page is always over its minimum size).
     private static func takesGzip(_ request: Request) -> Bool {
         request.method != .head && CompressionMiddleware.acceptsGzip(request.headers[values: .acceptEncoding])
-    }
-
-    private func page(
-        request: Request, context: some CallerContext, status: HTTPResponse.Status, keepsFlash: Bool, language: Language, gzip: Bool,
-        render: (CompiledLayout, _ flash: String) -> ByteBuffer
-    ) -> Response {
-        let flash = keepsFlash ? nil : Flash(request)
-        let inLanguage = byLanguage[language]
-        let html = render(inLanguage.layout, flash.map { language.say($0.phrase) } ?? "")
-        var response = Response(status: status, headers: inLanguage.pageHeaders, body: .init(byteBuffer: html))
-        if gzip { response.headers[.contentEncoding] = "gzip" }
-        if flash != nil { response.setCookie(Flash.spent) }
-        if offline { response.headers[.offlineOwner] = OfflineOwner.name(of: context.caller) }
-        return response
     }
 
     /// A whole page for nobody in particular: the edge's refusals (made once, before any request exists) and the
