@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import Mustache
-import NIOConcurrencyHelpers
 
 /// Times as the person reading a page says them: "just now", "3 minutes ago", "yesterday at 2:05 PM", "há 3 minutos",
 /// "昨天 14:05", in their language and time zone (the `tz` cookie `live.js` sets from the browser's; UTC until it
@@ -87,25 +86,23 @@ struct ReaderTime: Sendable {
     private func ago(_ date: Date, seconds: TimeInterval, unit: TimeInterval) -> String {
         let count = Int((seconds / unit).rounded(.down))
         let key = AgoKey(language: language.tag, unit: Int(unit), count: count)
-        if let said = Self.agoSaid.withLockedValue({ $0[key] }) { return said }
+        if let said = Self.agoSaid.value(for: key) { return said }
         var style = Date.RelativeFormatStyle(presentation: .numeric, unitsStyle: .wide, capitalizationContext: .middleOfSentence)
         style.locale = locale
         style.calendar = calendar
         let said = Date().addingTimeInterval(-Double(count) * unit).formatted(style)
-        Self.agoSaid.withLockedValue { kept in
-            // Minutes and hours below a day: a few dozen for each language.
-            if kept.count < 4_096 { kept[key] = said }
-        }
+        Self.agoSaid.keep(said, for: key, cost: 1)
         return said
     }
 
-    private struct AgoKey: Hashable {
+    private struct AgoKey: Hashable, Sendable {
         let language: String
         let unit: Int
         let count: Int
     }
 
-    private static let agoSaid = NIOLockedValueBox<[AgoKey: String]>([:])
+    /// Minutes and hours below a day: a few dozen for each language.
+    private static let agoSaid = StartOverCache<AgoKey, String>(maximumCost: 4_096)
 
     private func format(_ date: Date, _ style: Date.FormatStyle) -> String {
         var style = style
