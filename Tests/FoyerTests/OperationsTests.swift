@@ -154,6 +154,27 @@ import Testing
         #expect(connections.takePeak() == (peak: 2, open: 1))
     }
 
+    /// A request's buffers, freed at a heap's top and taken again by the next request: with the trim threshold
+    /// fixed above them their pages stay, and steady load faults none in. At glibc's default of 128 KB each round
+    /// gave back the block's 150 pages and faulted them in again.
+    @Test func aBlockTakenAgainAfterItIsFreedFaultsNoPagesIn() throws {
+        FreedMemoryTrim.fixThresholds()
+        func faults() -> Int {
+            var usage = rusage()
+            getrusage(__rusage_who_t(1), &usage)  // RUSAGE_THREAD, which Glibc's module leaves out
+            return usage.ru_minflt
+        }
+        let size = 600 << 10  // above the default trim threshold, below the mmap threshold: from the heap
+        let before = faults()
+        for _ in 0..<200 {
+            let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+            block.initializeMemory(as: UInt8.self, repeating: 1, count: size)
+            block.deallocate()
+        }
+        let faulted = faults() - before
+        #expect(faulted < 2_000, "\(faulted) pages faulted in over 200 rounds of a \(size >> 10) KB block")
+    }
+
     /// What glibc keeps after many small blocks are freed below one still in use, and what a trim gives back.
     @Test func aTrimGivesBackFreedBlocksThatGlibcKept() throws {
         let count = 100_000
