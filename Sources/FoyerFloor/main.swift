@@ -4,7 +4,10 @@
 // framework under it.
 //
 //   foyer-floor nio-up PORT                    /up answered by a SwiftNIO channel handler on the event loop
-//   foyer-floor hummingbird-up PORT            /up as Hummingbird's smallest application answers it
+//   foyer-floor hummingbird-up PORT            /up as Hummingbird's smallest application answers it; beside it, in
+//                                              the same application, `POST /echo` (the JSON body collected and sent
+//                                              back: what a POST costs over a GET) and `GET /bytes/N` (N bytes of
+//                                              HTML in one buffer: what a page's size costs over `OK`)
 //   foyer-floor nio-proxy PORT UPSTREAM_PORT   a POST sent on to 127.0.0.1:UPSTREAM_PORT and its answer back, on
 //                                              one kept-alive upstream connection per client connection
 import Hummingbird
@@ -165,6 +168,17 @@ case "nio-up", "nio-proxy":
 case "hummingbird-up":
     let router = Router()
     router.get("/up") { _, _ in "OK" }
+    router.post("/echo") { request, _ in
+        let body = try await request.body.collect(upTo: 1 << 20)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: body))
+    }
+    router.get("/bytes/{count}") { _, context in
+        guard let count = context.parameters.get("count", as: Int.self), (0...(1 << 20)).contains(count) else {
+            throw HTTPError(.badRequest, message: "a count of bytes from 0 to 1048576")
+        }
+        let page = ByteBuffer(repeating: UInt8(ascii: "a"), count: count)
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: ResponseBody(byteBuffer: page))
+    }
     let application = Application(
         router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), eventLoopGroupProvider: .shared(group)
     )
