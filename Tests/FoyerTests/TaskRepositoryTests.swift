@@ -86,6 +86,45 @@ final class SwitchableExecutor: GraphQLExecutor {
         #expect(stored.first?.version == 1)
     }
 
+    /// The same answer seen again is not written again until its row is a minute old, and an offline page still
+    /// says when it was last seen live; a changed answer is written at once.
+    @Test func anAnswerSeenAgainIsWrittenOnceAMinuteAndOfflineSaysWhenItWasLastSeen() async throws {
+        let (base, executor, identity, database) = try await setUp()
+        let clock = NIOLockedValueBox(Date(timeIntervalSince1970: 1_800_000_000))
+        var tasks = base
+        tasks.now = { clock.withLockedValue { $0 } }
+        func advance(to seconds: TimeInterval) { clock.withLockedValue { $0 = Date(timeIntervalSince1970: 1_800_000_000 + seconds) } }
+        func row() async throws -> (body: Data, cachedAt: Date)? {
+            try await database.read { db in
+                try Row.fetchOne(db, sql: "SELECT body, cached_at FROM task_cache WHERE key = 'list:20:0'").map { ($0["body"], $0["cached_at"]) }
+            }
+        }
+        let none = UpstreamCredentials()
+        _ = try await tasks.create(title: "First", description: "d", status: "OPEN", credentials: none)
+        _ = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(try await row()?.cachedAt == Date(timeIntervalSince1970: 1_800_000_000))
+
+        advance(to: 59)
+        _ = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(try await row()?.cachedAt == Date(timeIntervalSince1970: 1_800_000_000), "the same answer, 59 s on: not written again")
+        executor.set(reachable: false)
+        let offline = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(offline.offlineCopyFrom == Date(timeIntervalSince1970: 1_800_000_059), "last seen live at 59 s, though written at 0")
+        executor.set(reachable: true)
+
+        advance(to: 60)
+        _ = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        #expect(try await row()?.cachedAt == Date(timeIntervalSince1970: 1_800_000_060), "a minute on: written again")
+
+        advance(to: 61)
+        _ = try await tasks.create(title: "Second", description: "d", status: "OPEN", credentials: none)
+        let changed = try await tasks.list(first: 20, after: 0, for: identity, credentials: none)
+        let written = try #require(try await row())
+        #expect(written.cachedAt == Date(timeIntervalSince1970: 1_800_000_061), "a changed answer: written at once")
+        #expect(try JSONDecoder().decode([TaskItem].self, from: written.body).map(\.title) == changed.value.map(\.title))
+        #expect(changed.value.map(\.title) == ["First", "Second"])
+    }
+
     @Test func aDeletedTaskDoesNotComeBackFromTheOfflineCopy() async throws {
         let (tasks, executor, identity, _) = try await setUp()
         let none = UpstreamCredentials()

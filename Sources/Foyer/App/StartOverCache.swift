@@ -24,4 +24,9 @@ final class StartOverCache<Key: Hashable & Sendable, Value: Sendable>: Sendable 
             if state.entries.updateValue(value, forKey: key) == nil { state.cost += cost }
         }
     }
+
+    /// Its cost is not given back: the cache starts over a little sooner.
+    func remove(_ key: Key) {
+        state.withLockedValue { _ = $0.entries.removeValue(forKey: key) }
+    }
 }

@@ -7,6 +7,9 @@ struct TaskRepository: Sendable {
     let client: TaskClient
     let copies: any TaskCopyStorage
     let metrics: FoyerMetrics
+    var now: @Sendable () -> Date = { Date() }
+    /// Shared by every copy of this repository: the routes hold copies of one value.
+    private let recentlyKept = RecentlyKeptCopies()
 
     /// A value and, when it came from the offline copy, when that copy was made.
     struct Read<Value: Sendable>: Sendable {
@@ -42,6 +45,7 @@ struct TaskRepository: Sendable {
         let deleted = try await write { try await client.delete(id: id, credentials: credentials) }
         let userId = identity.userId
         // A deleted task must not come back from the offline copy.
+        recentlyKept.forget(.init(userId: userId, key: "task:\(id)"))
         try await copies.drop(userId: userId, key: "task:\(id)")
         return deleted
     }
@@ -49,14 +53,23 @@ struct TaskRepository: Sendable {
     private func read<Value: Codable & Sendable>(key: String, userId: Int64, live: () async throws -> Value) async throws -> Read<Value> {
         do {
             let value = try await live()
-            let body = try JSONEncoder().encode(value)
-            try await copies.keep(body, userId: userId, key: key, at: Date())
+            // Keys sorted: JSONEncoder orders an object's keys afresh on every call, so the same answer would not
+            // give the same bytes.
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let body = try encoder.encode(value)
+            let copyKey = RecentlyKeptCopies.Key(userId: userId, key: key), at = now()
+            if recentlyKept.needsWriting(body, for: copyKey, at: at) {
+                try await copies.keep(body, userId: userId, key: key, at: at)
+                recentlyKept.wrote(body, for: copyKey, at: at)
+            }
             return Read(value: value, offlineCopyFrom: nil)
         } catch let error as GraphQLUpstreamError where error.meansUnreachable {
             let copy = try await copies.copy(userId: userId, key: key)
             guard let copy, let value = try? JSONDecoder().decode(Value.self, from: copy.body) else { throw error }
             metrics.offlineAnswers.increment()
-            return Read(value: value, offlineCopyFrom: copy.cachedAt)
+            let confirmed = recentlyKept.confirmed(copy.body, for: RecentlyKeptCopies.Key(userId: userId, key: key))
+            return Read(value: value, offlineCopyFrom: max(copy.cachedAt, confirmed ?? copy.cachedAt))
         }
     }
 
@@ -69,6 +82,49 @@ struct TaskRepository: Sendable {
                 message: "The task server cannot be reached, so nothing was changed. Try again in a moment. (\(error.message))"
             )
         }
+    }
+}
+
+/// The offline copies this process wrote lately. A page viewed again with the same answer wrote the same row again:
+/// a write transaction per view, about a tenth of `/tasks`. Now the same answer is written again only once its row
+/// is a minute old; meanwhile the time it was last seen live is kept here, and an offline page says that time when
+/// the row still holds that answer. A row another instance wrote since is read as it is, with its own time.
+final class RecentlyKeptCopies: Sendable {
+    struct Key: Hashable, Sendable {
+        let userId: Int64
+        let key: String
+    }
+
+    private struct Kept: Sendable {
+        let body: Data
+        let writtenAt: Date
+        let seenAt: Date
+    }
+
+    static let rewriteAfter: TimeInterval = 60
+    private let kept = StartOverCache<Key, Kept>(maximumCost: 8 << 20)
+
+    /// False when this process wrote the same answer for the same read less than a minute ago; that answer is then
+    /// noted as seen live at `now`.
+    func needsWriting(_ body: Data, for key: Key, at now: Date) -> Bool {
+        guard let last = kept.value(for: key), last.body == body, now.timeIntervalSince(last.writtenAt) < Self.rewriteAfter else {
+            return true
+        }
+        kept.keep(Kept(body: body, writtenAt: last.writtenAt, seenAt: now), for: key, cost: body.count)
+        return false
+    }
+
+    func wrote(_ body: Data, for key: Key, at date: Date) {
+        kept.keep(Kept(body: body, writtenAt: date, seenAt: date), for: key, cost: body.count)
+    }
+
+    /// When `body` was last seen live for this read, if this process saw it since writing it.
+    func confirmed(_ body: Data, for key: Key) -> Date? {
+        kept.value(for: key).flatMap { $0.body == body ? $0.seenAt : nil }
+    }
+
+    func forget(_ key: Key) {
+        kept.remove(key)
     }
 }
 
