@@ -58,6 +58,25 @@ import Testing
         }
     }
 
+    /// Every template and partial escapes by bytes (`HTMLEscapedByBytes`). Mustache's own escaping compares
+    /// Characters, so it leaves a `<` that a combining mark follows as it is: the mark tells whose escaping ran.
+    @Test func aTitleIsEscapedByFoyerOnThePageAndInTheListsPartial() async throws {
+        let harness = try await TestHarness()
+        try await harness.test { client in
+            let session = try await browserSession(client)
+            let path = try await createTask(client, session, title: "<b>\"Tom\" & 'Jerry'</b> <\u{0338}")
+            let escaped = "&lt;b&gt;&quot;Tom&quot; &amp; &#39;Jerry&#39;&lt;/b&gt; &lt;\u{0338}"
+            // The task's own heading (its page's <title> is escaped by the layout, in Swift), and its row in the list.
+            for (uri, shown) in [(path, "<h1>\(escaped)</h1>"), ("/tasks", escaped)] {
+                try await client.execute(uri: uri, method: .get, headers: session.headers) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.text.contains(shown), "\(uri)")
+                    #expect(!response.text.contains("<b>"), "\(uri)")
+                }
+            }
+        }
+    }
+
     @Test func blankTitleIs422WithTheForm() async throws {
         let harness = try await TestHarness()
         try await harness.test { client in

@@ -71,8 +71,10 @@ public struct Views: Sendable {
             // Mustache's parser measures what is left of the template at every tag, so a template costs about the
             // square of its length (a third of start-up went to it): they are parsed side by side, one per core.
             let parsed = NIOLockedValueBox([Result<MustacheTemplate, any Error>?](repeating: nil, count: translated.count))
+            let escaping = HTMLEscapedByBytes.pragma
             DispatchQueue.concurrentPerform(iterations: translated.count) { index in
-                let template = Result { try MustacheTemplate(string: translated[index].1) }
+                // On the template's first line: its line numbers stay those of the file.
+                let template = Result { try MustacheTemplate(string: escaping + translated[index].1) }
                 parsed.withLockedValue { $0[index] = template }
             }
             var library = MustacheLibrary()
