@@ -57,7 +57,7 @@ struct FreedMemoryTrim: Service {
     /// kernel when freed. glibc raises its mmap threshold after such a block is freed, so the next ones come from the
     /// heap and stay resident (RSS grew by 160 MB over ten picture uploads and never fell); a fixed threshold stops
     /// that. Fixing it also fixes the trim threshold at glibc's default of 128 KB, which a heap's top crosses back
-    /// and forth under steady load: every page given back is faulted in again at the next request (2.5 faults and
+    /// and forth under steady load: every page given back is faulted in again at the next request (4 faults and
     /// about 3 µs of a rendered list's 60), so it is set to twice the mmap threshold, as glibc's own moving rule
     /// would, and bursts are given back by the trim above. `mallopt`, looked up like `malloc_trim`.
     static func fixThresholds() {

@@ -7,6 +7,7 @@ struct TaskRepository: Sendable {
     let client: TaskClient
     let copies: any TaskCopyStorage
     let metrics: FoyerMetrics
+    /// The clock, which tests set.
     var now: @Sendable () -> Date = { Date() }
     /// Shared by every copy of this repository: the routes hold copies of one value.
     private let recentlyKept = RecentlyKeptCopies()
@@ -86,7 +87,7 @@ struct TaskRepository: Sendable {
 }
 
 /// The offline copies this process wrote lately. A page viewed again with the same answer wrote the same row again:
-/// a write transaction per view, about a tenth of `/tasks`. Now the same answer is written again only once its row
+/// a write transaction per view, 30 % of `/tasks`' CPU. Now the same answer is written again only once its row
 /// is a minute old; meanwhile the time it was last seen live is kept here, and an offline page says that time when
 /// the row still holds that answer. A row another instance wrote since is read as it is, with its own time.
 final class RecentlyKeptCopies: Sendable {
