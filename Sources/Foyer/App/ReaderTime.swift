@@ -63,12 +63,10 @@ struct ReaderTime: Sendable {
     /// "Nov 23, 2026, 2:05:09 PM UTC": for a title, where every second counts.
     /// A post's times are shown again on every view of it: each is kept once said, for its zone and language.
     func exact(_ date: Date) -> String {
-        let key = ExactKey(date: date, zone: zoneName, language: language.tag)
-        if let said = Self.exactSaid.value(for: key) { return said }
-        let zone = timeZone.identifier == "GMT" ? "UTC" : timeZone.abbreviation(for: date) ?? timeZone.identifier
-        let said = format(date, Date.FormatStyle(date: .abbreviated, time: .standard)) + " " + zone
-        Self.exactSaid.keep(said, for: key, cost: 1)
-        return said
+        Self.exactSaid.value(for: ExactKey(date: date, zone: zoneName, language: language.tag)) {
+            let zone = timeZone.identifier == "GMT" ? "UTC" : timeZone.abbreviation(for: date) ?? timeZone.identifier
+            return format(date, Date.FormatStyle(date: .abbreviated, time: .standard)) + " " + zone
+        }
     }
 
     private struct ExactKey: Hashable, Sendable {
@@ -85,14 +83,12 @@ struct ReaderTime: Sendable {
     /// tenth of a post's page: each is kept once said.
     private func ago(_ date: Date, seconds: TimeInterval, unit: TimeInterval) -> String {
         let count = Int((seconds / unit).rounded(.down))
-        let key = AgoKey(language: language.tag, unit: Int(unit), count: count)
-        if let said = Self.agoSaid.value(for: key) { return said }
-        var style = Date.RelativeFormatStyle(presentation: .numeric, unitsStyle: .wide, capitalizationContext: .middleOfSentence)
-        style.locale = locale
-        style.calendar = calendar
-        let said = Date().addingTimeInterval(-Double(count) * unit).formatted(style)
-        Self.agoSaid.keep(said, for: key, cost: 1)
-        return said
+        return Self.agoSaid.value(for: AgoKey(language: language.tag, unit: Int(unit), count: count)) {
+            var style = Date.RelativeFormatStyle(presentation: .numeric, unitsStyle: .wide, capitalizationContext: .middleOfSentence)
+            style.locale = locale
+            style.calendar = calendar
+            return Date().addingTimeInterval(-Double(count) * unit).formatted(style)
+        }
     }
 
     private struct AgoKey: Hashable, Sendable {

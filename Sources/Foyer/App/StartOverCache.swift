@@ -25,6 +25,15 @@ final class StartOverCache<Key: Hashable & Sendable, Value: Sendable>: Sendable 
         }
     }
 
+    /// The value kept for `key`, or else `make`'s, kept at what `cost` says it costs. Two callers asking at once may
+    /// both make it; one of the two equal values is kept.
+    func value(for key: Key, orMake make: () throws -> Value, cost: (Value) -> Int = { _ in 1 }) rethrows -> Value {
+        if let kept = value(for: key) { return kept }
+        let made = try make()
+        keep(made, for: key, cost: cost(made))
+        return made
+    }
+
     /// Its cost is not given back: the cache starts over a little sooner.
     func remove(_ key: Key) {
         state.withLockedValue { _ = $0.entries.removeValue(forKey: key) }

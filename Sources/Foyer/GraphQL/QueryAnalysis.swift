@@ -113,9 +113,6 @@ final class QueryAnalysisCache: Sendable {
     func analysis(of query: String) -> QueryAnalysis {
         let length = query.utf8.count
         guard length <= Self.maximumQueryCharacters else { return QueryAnalysis(query: query) }
-        if let known = analyses.value(for: query) { return known }
-        let analysis = QueryAnalysis(query: query)
-        analyses.keep(analysis, for: query, cost: length)
-        return analysis
+        return analyses.value(for: query, orMake: { QueryAnalysis(query: query) }, cost: { _ in length })
     }
 }

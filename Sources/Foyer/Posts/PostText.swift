@@ -5,10 +5,7 @@ enum PostText {
     private static let made = StartOverCache<String, String>(maximumCost: 8 << 20)
 
     static func html(_ text: String) -> String {
-        if let html = made.value(for: text) { return html }
-        let html = render(text)
-        made.keep(html, for: text, cost: text.utf8.count + html.utf8.count)
-        return html
+        made.value(for: text, orMake: { render(text) }, cost: { text.utf8.count + $0.utf8.count })
     }
 
     private static func render(_ text: String) -> String {
