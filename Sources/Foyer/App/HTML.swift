@@ -9,16 +9,20 @@ enum HTML {
         guard text.utf8.contains(where: needsEscape) else { return String(text) }
         var buffer = ByteBuffer()
         buffer.reserveCapacity(text.utf8.count + 16)
-        write(text, escapedInto: &buffer)
+        writeEscaping(text.utf8, into: &buffer)
         return String(buffer: buffer)
     }
 
     static func write(_ text: some StringProtocol, escapedInto buffer: inout ByteBuffer) {
-        let utf8 = text.utf8
-        guard utf8.contains(where: needsEscape) else {
+        guard text.utf8.contains(where: needsEscape) else {
             buffer.writeString(String(text))
             return
         }
+        writeEscaping(text.utf8, into: &buffer)
+    }
+
+    /// Byte by byte: for text already seen to need it.
+    private static func writeEscaping(_ utf8: some Sequence<UInt8>, into buffer: inout ByteBuffer) {
         for byte in utf8 {
             switch byte {
             case UInt8(ascii: "&"): buffer.writeStaticString("&amp;")

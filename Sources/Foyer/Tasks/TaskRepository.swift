@@ -52,6 +52,7 @@ struct TaskRepository: Sendable {
     }
 
     private func read<Value: Codable & Sendable>(key: String, userId: Int64, live: () async throws -> Value) async throws -> Read<Value> {
+        let copyKey = RecentlyKeptCopies.Key(userId: userId, key: key)
         do {
             let value = try await live()
             // Keys sorted: JSONEncoder orders an object's keys afresh on every call, so the same answer would not
@@ -59,7 +60,7 @@ struct TaskRepository: Sendable {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let body = try encoder.encode(value)
-            let copyKey = RecentlyKeptCopies.Key(userId: userId, key: key), at = now()
+            let at = now()
             if recentlyKept.needsWriting(body, for: copyKey, at: at) {
                 try await copies.keep(body, userId: userId, key: key, at: at)
                 recentlyKept.wrote(body, for: copyKey, at: at)
@@ -69,7 +70,7 @@ struct TaskRepository: Sendable {
             let copy = try await copies.copy(userId: userId, key: key)
             guard let copy, let value = try? JSONDecoder().decode(Value.self, from: copy.body) else { throw error }
             metrics.offlineAnswers.increment()
-            let confirmed = recentlyKept.confirmed(copy.body, for: RecentlyKeptCopies.Key(userId: userId, key: key))
+            let confirmed = recentlyKept.confirmed(copy.body, for: copyKey)
             return Read(value: value, offlineCopyFrom: max(copy.cachedAt, confirmed ?? copy.cachedAt))
         }
     }
