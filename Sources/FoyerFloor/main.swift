@@ -4,13 +4,17 @@
 // framework under it.
 //
 //   foyer-floor nio-up PORT                    /up answered by a SwiftNIO channel handler on the event loop
-//   foyer-floor hummingbird-up PORT            /up as Hummingbird's smallest application answers it; beside it, in
+//   foyer-floor hummingbird-up PORT [UPSTREAM_PORT]
+//                                              /up as Hummingbird's smallest application answers it; beside it, in
 //                                              the same application, `POST /echo` (the JSON body collected and sent
-//                                              back: what a POST costs over a GET) and `GET /bytes/N` (N bytes of
-//                                              HTML in one buffer: what a page's size costs over `OK`)
+//                                              back: what a POST costs over a GET), `GET /bytes/N` (N bytes of
+//                                              HTML in one buffer: what a page's size costs over `OK`) and, given
+//                                              an upstream, `POST /graphql` (the body sent on and the answer awaited
+//                                              by the route: what an async route's upstream call costs)
 //   foyer-floor nio-proxy PORT UPSTREAM_PORT   a POST sent on to 127.0.0.1:UPSTREAM_PORT and its answer back, on
 //                                              one kept-alive upstream connection per client connection
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -35,6 +39,8 @@ final class UpstreamAnswers: ChannelInboundHandler {
     private var head: HTTPResponseHead?
     private var body = ByteBuffer()
     var waiting: ((HTTPResponseHead, ByteBuffer) -> Void)?
+    /// The route awaiting the answer (`UpstreamPool`), told too when the connection goes first.
+    var promise: EventLoopPromise<(HTTPResponseHead, ByteBuffer)>?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -43,10 +49,65 @@ final class UpstreamAnswers: ChannelInboundHandler {
             body.clear()
         case .body(var bytes): body.writeBuffer(&bytes)
         case .end:
-            guard let head, let answer = waiting else { return }
+            guard let head else { return }
+            if let promise {
+                self.promise = nil
+                promise.succeed((head, body))
+            }
+            guard let answer = waiting else { return }
             waiting = nil
             answer(head, body)
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise?.fail(ChannelError.ioOnClosedChannel)
+        promise = nil
+        context.fireChannelInactive()
+    }
+}
+
+/// Kept-alive connections to the upstream, the idle ones kept per event loop: the least a Hummingbird route needs to
+/// send a POST on and await its answer, as Foyer's proxy does, with none of Foyer's work around it.
+final class UpstreamPool: Sendable {
+    let port: Int
+    private let idle = NIOLockedValueBox([ObjectIdentifier: [any Channel]]())
+
+    init(port: Int) {
+        self.port = port
+    }
+
+    func post(_ body: ByteBuffer, on eventLoop: any EventLoop) async throws -> (HTTPResponseHead, ByteBuffer) {
+        let reused = idle.withLockedValue { $0[ObjectIdentifier(eventLoop)]?.popLast() }
+        let channel = if let reused, reused.isActive { reused } else { try await connect(on: eventLoop) }
+        let request = HTTPRequestHead(
+            version: .http1_1, method: .POST, uri: "/graphql",
+            headers: HTTPHeaders([("Host", "127.0.0.1:\(port)"), ("Content-Type", "application/json"), ("Content-Length", String(body.readableBytes))])
+        )
+        let answer = try await channel.eventLoop.flatSubmit {
+            let answers = try! channel.pipeline.syncOperations.handler(type: UpstreamAnswers.self)
+            let promise = channel.eventLoop.makePromise(of: (HTTPResponseHead, ByteBuffer).self)
+            answers.promise = promise
+            PlainProxy.send(request, body, on: channel)
+            return promise.futureResult
+        }.get()
+        if answer.0.isKeepAlive {
+            idle.withLockedValue { $0[ObjectIdentifier(channel.eventLoop), default: []].append(channel) }
+        } else {
+            channel.close(promise: nil)
+        }
+        return answer
+    }
+
+    private func connect(on eventLoop: any EventLoop) async throws -> any Channel {
+        try await ClientBootstrap(group: eventLoop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(UpstreamAnswers())
+                }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
     }
 }
 
@@ -123,7 +184,7 @@ final class PlainProxy: ChannelInboundHandler {
             }
     }
 
-    private static func send(_ request: HTTPRequestHead, _ body: ByteBuffer, on channel: any Channel) {
+    static func send(_ request: HTTPRequestHead, _ body: ByteBuffer, on channel: any Channel) {
         channel.write(HTTPClientRequestPart.head(request), promise: nil)
         channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
@@ -144,7 +205,7 @@ final class PlainProxy: ChannelInboundHandler {
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 3, let port = Int(arguments[2]) else {
-    fatalError("usage: foyer-floor nio-up|hummingbird-up PORT, or foyer-floor nio-proxy PORT UPSTREAM_PORT")
+    fatalError("usage: foyer-floor nio-up PORT, foyer-floor hummingbird-up PORT [UPSTREAM_PORT], or foyer-floor nio-proxy PORT UPSTREAM_PORT")
 }
 // As many event loops as Foyer runs (one per core).
 let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
@@ -178,6 +239,19 @@ case "hummingbird-up":
         }
         let page = ByteBuffer(repeating: UInt8(ascii: "a"), count: count)
         return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: ResponseBody(byteBuffer: page))
+    }
+    if arguments.count == 4, let upstreamPort = Int(arguments[3]) {
+        let upstream = UpstreamPool(port: upstreamPort)
+        router.post("/graphql") { request, _ in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            // A connection of the loop the route runs on when it runs on one; Hummingbird's routes run on Swift's
+            // own pool by default, and then any loop's.
+            let (head, answer) = try await upstream.post(body, on: MultiThreadedEventLoopGroup.currentEventLoop ?? group.any())
+            let contentType = head.headers.first(name: "Content-Type") ?? "application/json"
+            return Response(
+                status: .init(code: Int(head.status.code)), headers: [.contentType: contentType], body: ResponseBody(byteBuffer: answer)
+            )
+        }
     }
     let application = Application(
         router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), eventLoopGroupProvider: .shared(group)
