@@ -392,6 +392,55 @@ import Testing
     }
 }
 
+/// SQLite on a file, as served: its readers are a pool, which requests read from on their event loop (`readNow`).
+@Suite struct SQLiteReaderPoolTests {
+    /// An event loop waits for a reader when all of them are taken. A read through GRDB's async `read` keeps its
+    /// reader until its task runs again, on an event loop: with enough such reads at once, every reader was held by
+    /// a task waiting for a loop and every loop waited for a reader, and the server stopped answering anything,
+    /// `/up` included. The account page made one such read (found with 32 connections of wrk on `/account`).
+    @Test(.timeLimit(.minutes(1))) func manyAccountPagesAtOnceAllAnswer() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-readers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = Store.sqlite(try SQLiteStore.openAndMigrate(path: directory.appendingPathComponent("foyer.sqlite").path))
+        try await TestHarness(store: store).test(.live) { client in
+            let (token, _) = try await signIn(client)
+            let request = "GET /account HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\nCookie: foyer_session=\(token)\r\nConnection: close\r\n\r\n"
+            // 32 clients at once, each asking 20 times: wrk's 32 connections stopped the server within 5 requests.
+            let (clients, pages) = (32, 20)
+            let statuses = try await withThrowingTaskGroup(of: [Int].self) { group in
+                for _ in 0..<clients {
+                    group.addTask {
+                        var statuses: [Int] = []
+                        for _ in 0..<pages {
+                            statuses.append(try await RawConnection.exchange(port: client.port!, request, within: .seconds(50)).status)
+                        }
+                        return statuses
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0 += $1 }
+            }
+            #expect(statuses == Array(repeating: 200, count: clients * pages))
+        }
+    }
+
+    /// The test above finds such a read only where a page it asks for makes one; this holds every source file to
+    /// `readNow` (GRDB's async `read` cannot be closed to a module: its protocol's requirement wins over any overload).
+    @Test func noSourceReadsSQLiteAsynchronously() throws {
+        let sources = URL(fileURLWithPath: packageRoot).appendingPathComponent("Sources")
+        // What GRDB's readers are called here: `database`, a `reader`, a `writer`, a `pool`, a `queue`.
+        let asyncRead = try Regex(#"await\s+([A-Za-z0-9_]+\.)*(?i:database|reader|writer|pool|queue)\.(read|unsafeRead)\s*[({]"#)
+        var found: [String] = []
+        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)! where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: asyncRead) {
+                found.append("\(file.lastPathComponent): \(text[match.range])")
+            }
+        }
+        #expect(found.isEmpty, "read these with readNow: \(found)")
+    }
+}
+
 /// Work one instance at a time does, across instances sharing a PostgreSQL database.
 @Suite struct LeaseTests {
     @Test func aLeaseIsRenewedWhileItsWorkRunsFreedWhenItEndsAndTakenWhenItsHolderLetItLapse() async throws {

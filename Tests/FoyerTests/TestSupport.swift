@@ -32,6 +32,12 @@ struct TestHarness {
     }
 
     init(_ kind: TestStoreKind = .sqlite, configure: (inout FoyerConfig) -> Void = { _ in }) async throws {
+        try await self.init(store: try await Store.fresh(kind), configure: configure)
+    }
+
+    /// On a store of the test's own, such as a file's SQLite, whose readers are a pool as in production (in-memory
+    /// SQLite has one connection, and no pool to run out of).
+    init(store: Store, configure: (inout FoyerConfig) -> Void = { _ in }) async throws {
         var config = FoyerConfig()
         config.databasePath = ":memory:"
         config.resourcesDirectory = packageRoot
@@ -45,7 +51,11 @@ struct TestHarness {
         config.mail.folder = FileManager.default.temporaryDirectory.appendingPathComponent("foyer-test-mail").path
         configure(&config)
         self.config = config
-        store = try await Store.fresh(kind)
+        self.store = store
+        try await Self.addUsers(to: store)
+    }
+
+    private static func addUsers(to store: Store) async throws {
         let users = UserRepository(store: store, passwordHashCost: 4)
         for user in [TestUser.ada, .bob] {
             try await users.create(email: user.email, password: user.password)

@@ -48,7 +48,7 @@ struct SQLiteAccountStorage: AccountStorage {
     private static let live = "token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?"
 
     func token(hash: String, purpose: AccountTokenPurpose, now: Date) async throws -> (AccountToken, User)? {
-        try await database.read { db in
+        try database.readNow { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM account_tokens WHERE \(Self.live)", arguments: [hash, purpose.rawValue, now]),
                 let token = Self.token(row), let user = try User.fetchOne(db, key: token.userId)
             else { return nil }
@@ -57,7 +57,7 @@ struct SQLiteAccountStorage: AccountStorage {
     }
 
     func pendingEmail(userId: Int64, current: String, now: Date) async throws -> String? {
-        try await database.read { db in
+        try database.readNow { db in
             try String.fetchOne(db, sql: """
                 SELECT email FROM account_tokens WHERE user_id = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? AND lower(email) <> lower(?)
                 ORDER BY created_at DESC LIMIT 1
@@ -145,13 +145,13 @@ struct SQLiteAccountStorage: AccountStorage {
     }
 
     func posts(userId: Int64) async throws -> [Post] {
-        try await database.read { db in
+        try database.readNow { db in
             try Post.fetchAll(db, sql: "SELECT * FROM posts WHERE author_id = ? ORDER BY created_at, id", arguments: [userId])
         }
     }
 
     func postCount(userId: Int64) async throws -> Int {
-        try await database.read { db in try Post.filter(Column("author_id") == userId).fetchCount(db) }
+        try database.readNow { db in try Post.filter(Column("author_id") == userId).fetchCount(db) }
     }
 }
 

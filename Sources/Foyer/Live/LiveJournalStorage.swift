@@ -61,7 +61,7 @@ struct SQLiteLiveJournalStorage: LiveJournalStorage {
     }
 
     func events(of stream: String, after sequence: UInt64, within limits: LiveChannel.Limits) async throws -> (events: [JournaledEvent], latest: UInt64) {
-        try await database.read { db in
+        try database.readNow { db in
             let latest = try Int64.fetchOne(db, sql: "SELECT latest FROM live_streams WHERE stream = ?", arguments: [stream]) ?? 0
             let rows = try Row.fetchAll(
                 db,

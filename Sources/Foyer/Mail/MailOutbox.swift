@@ -87,7 +87,7 @@ struct SQLiteMailOutbox: MailOutboxStorage {
     }
 
     func count() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mail_outbox") ?? 0 }
+        try database.readNow { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mail_outbox") ?? 0 }
     }
 }
 

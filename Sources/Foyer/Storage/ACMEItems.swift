@@ -18,7 +18,7 @@ extension Store {
     func acmeItem(_ name: String) async throws -> Data? {
         switch self {
         case .sqlite(let database):
-            return try await database.read { db in try Data.fetchOne(db, sql: "SELECT value FROM acme_items WHERE name = ?", arguments: [name]) }
+            return try database.readNow { db in try Data.fetchOne(db, sql: "SELECT value FROM acme_items WHERE name = ?", arguments: [name]) }
         case .postgres(let postgres):
             return try await postgres.query("SELECT value FROM acme_items WHERE name = \(name)").first?.decode(Data.self)
         }

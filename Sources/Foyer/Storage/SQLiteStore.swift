@@ -28,6 +28,7 @@ extension DatabaseReader {
     ///
     /// Every SQLite read goes through here, none through the async `read`: an async read keeps its reader until its
     /// continuation has run on an event loop, so event loops blocked here waiting for a reader could wait forever.
+    /// (Five on the account page did: `SQLiteReaderPoolTests`, which also holds the sources to this.)
     func readNow<Value>(_ body: (Database) throws -> Value) throws -> Value {
         try read(body)
     }

@@ -17,7 +17,7 @@ extension Store {
     func serverSecret(named name: String) async throws -> Data {
         switch self {
         case .sqlite(let database):
-            if let stored = try await database.read({ db in try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) }) {
+            if let stored = try database.readNow({ db in try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = ?", arguments: [name]) }) {
                 return stored
             }
         case .postgres(let store):
