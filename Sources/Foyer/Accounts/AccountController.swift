@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// `/account`: who is signed in, and every device signed in as them, each revocable.
 struct AccountController {
@@ -198,5 +199,101 @@ struct AccountController {
             _ = try await signIn.revoke(session: session.id, userId: identity.userId)
         }
         return Response.seeOther("/account").flashing(.otherSessionsSignedOut)
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension AccountController.AccountView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "email": email
+        case "devices": devices
+        case "hasOtherDevices": hasOtherDevices
+        case "provider": provider
+        case "settings": settings
+        case "moderates": moderates
+        case "passkeys": passkeys
+        case "mayAddPasskey": mayAddPasskey
+        case "language": language
+        default: nil
+        }
+    }
+}
+
+extension AccountController.AccountView.Device: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "name": self.name
+        case "userAgent": userAgent
+        case "ipAddress": ipAddress
+        case "signedIn": signedIn
+        case "lastSeen": lastSeen
+        case "current": current
+        case "boundToDeviceKey": boundToDeviceKey
+        default: nil
+        }
+    }
+}
+
+extension AccountController.AccountView.Provider: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "displayName": displayName
+        case "claims": claims
+        case "ownToken": ownToken
+        default: nil
+        }
+    }
+}
+
+extension AccountController.LanguageChoice: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "options": options
+        case "chosen": chosen
+        default: nil
+        }
+    }
+}
+
+extension AccountController.LanguageChoice.Option: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "tag": tag
+        case "name": self.name
+        case "selected": selected
+        default: nil
+        }
+    }
+}
+
+extension AccountController.PasskeyView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "name": self.name
+        case "created": created
+        case "lastUsed": lastUsed
+        case "synced": synced
+        default: nil
+        }
+    }
+}
+
+extension AccountController.Settings: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "emailConfirmed": emailConfirmed
+        case "hasLocalPassword": hasLocalPassword
+        case "newEmail": newEmail
+        case "pendingEmail": pendingEmail
+        case "emailCurrentPassword": emailCurrentPassword
+        case "currentPassword": currentPassword
+        case "newPassword": newPassword
+        default: nil
+        }
     }
 }

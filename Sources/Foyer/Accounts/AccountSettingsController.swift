@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 import Logging
 
 /// Changing an account (its name, password and address), deleting it with everything in it, and taking its data
@@ -358,5 +359,20 @@ struct AccountSettingsController {
         response.headers[.contentDisposition] = "attachment; filename=\"foyer-export-\(id).json\""
         response.headers[.cacheControl] = "no-store"
         return response
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension AccountSettingsController.DeletionView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "email": email
+        case "posts": posts
+        case "sessions": sessions
+        case "devices": devices
+        case "hasLocalPassword": hasLocalPassword
+        case "password": password
+        default: nil
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// The pages mailed links open, and what their buttons do: confirming an address, and choosing a new password
 /// after a forgotten one. Opening a link changes nothing (mail scanners open every link); pressing its button does.
@@ -204,5 +205,30 @@ struct MailedLinksController {
         var response = Response.seeOther("/sign_in").flashing(.passwordReset)
         if context.identity?.userId == id { response.setCookie(accounts.signIn.expiredCookie(request: request)) }
         return response
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension MailedLinksController.ConfirmView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "email": email
+        case "name": self.name
+        case "action": action
+        case "change": change
+        default: nil
+        }
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension MailedLinksController.ResetView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "action": action
+        case "email": email
+        case "password": password
+        default: nil
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// Making an account yourself: the sign-up form for browsers and WebViews, and `POST /api/v1/users` for native
 /// screens, answered as a sign-in is. The address is confirmed afterwards, by a mailed link.
@@ -158,5 +159,24 @@ struct SignUpController {
         accounts.outbox.nudge()
         context.logger.info("signed up", metadata: ["user": "\(user.id ?? 0)"])
         return user
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension SignUpController.SignUpView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "email": email
+        case "password": password
+        case "acceptTerms": acceptTerms
+        case "termsAccepted": termsAccepted
+        case "errors": errors
+        case "hasErrors": hasErrors
+        case "csrfToken": csrfToken
+        case "returnTo": returnTo
+        case "signInPath": signInPath
+        default: nil
+        }
     }
 }

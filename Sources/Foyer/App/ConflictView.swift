@@ -1,3 +1,5 @@
+import Mustache
+
 /// `shared/conflict`: a save from a form rendered at an older version, for tasks and posts alike (as MediaWiki's
 /// edit conflict page): who saved the newer version and when, theirs beside yours, and then the record's own form,
 /// filled with yours at the version it is now, so saving from it goes over the latest.
@@ -30,5 +32,32 @@ struct ConflictView: Sendable {
         (self.savedBy, self.savedAt, self.theirs, self.yours) = (savedBy, savedAt, theirs, yours)
         isPost = record == .post
         title = record == .post ? Phrase("conflict.post.heading") : Phrase("conflict.task.heading")
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension ConflictView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "isPost": isPost
+        case "savedBy": savedBy
+        case "savedAt": savedAt
+        case "theirs": theirs
+        case "yours": yours
+        case "title": title
+        default: nil
+        }
+    }
+}
+
+extension ConflictView.Side: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "title": title
+        case "detail": detail
+        case "bodyHTML": bodyHTML
+        case "note": note
+        default: nil
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// Blocking someone: `POST /api/v1/blocks`, `DELETE /api/v1/blocks/{user_id}`, `GET /api/v1/blocks`, the Block
 /// buttons on profiles and posts, and `/blocks` to list and lift them. Each block is a notice in the moderation log.
@@ -101,5 +102,27 @@ struct BlocksController {
             "moderation/blocks", ["title": Phrase("blocks.title"), "blocks": BlocksView(people: people, isEmpty: people.isEmpty)],
             request: request, context: context
         )
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension BlocksController.BlocksView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "people": people
+        case "isEmpty": isEmpty
+        default: nil
+        }
+    }
+}
+
+extension BlocksController.BlocksView.Person: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "name": self.name
+        case "since": since
+        default: nil
+        }
     }
 }

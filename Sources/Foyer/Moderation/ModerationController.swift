@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// The moderators' queue: open reports grouped by what they are about, oldest first, each with the copy the report
 /// kept and the actions to take; the audit log; and for admins, roles. `/moderation` for browsers,
@@ -464,4 +465,75 @@ struct ModerationController {
 private func zip<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
     guard let a, let b else { return nil }
     return (a, b)
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension ModerationController.QueueView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "resolved": resolved
+        case "entries": entries
+        case "isEmpty": isEmpty
+        case "admin": admin
+        case "roles": roles
+        default: nil
+        }
+    }
+}
+
+extension ModerationController.QueueView.Entry: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "reportId": reportId
+        case "subject": subject
+        case "postPath": postPath
+        case "keptTitle": keptTitle
+        case "keptContent": keptContent
+        case "keptPictureAlt": keptPictureAlt
+        case "keptPicturePath": keptPicturePath
+        case "state": state
+        case "waiting": waiting
+        case "reporterCount": reporterCount
+        case "reportedBy": reportedBy
+        case "reasons": reasons
+        case "comments": comments
+        case "actions": actions
+        default: nil
+        }
+    }
+}
+
+extension ModerationController.QueueView.Choice: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "value": value
+        case "label": label
+        case "style": style
+        default: nil
+        }
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension ModerationController.AuditView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "lines": lines
+        case "isEmpty": isEmpty
+        default: nil
+        }
+    }
+}
+
+extension ModerationController.AuditView.Line: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "when": when
+        case "moderator": moderator
+        case "action": action
+        case "target": target
+        case "note": note
+        default: nil
+        }
+    }
 }

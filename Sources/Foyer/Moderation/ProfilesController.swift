@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// A person as others see them: a name and their posts (`/users/{id}`, `GET /api/v1/users/{id}`), with Report
 /// and Block for signed-in readers. Never the address. A suspended account's profile is gone for others, and so is
@@ -68,5 +69,20 @@ struct ProfilesController {
         let base = request.baseURL
         let shown = try await posts.storage.posts(by: id, limit: Self.postsShown).map { PostsAPIController.PostJSON($0, baseURL: base) }
         return .json(ProfileJSON(id: id, name: user.name, url: "\(base)/users/\(id)", posts: shown))
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension ProfilesController.ProfileView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "name": self.name
+        case "since": since
+        case "posts": posts
+        case "hasPosts": hasPosts
+        case "canAct": canAct
+        default: nil
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// Reporting a post or a person to the moderators: `POST /api/v1/reports` for native code, and the form a post's
 /// "Report" link opens (a modal sheet in native shells).
@@ -223,5 +224,33 @@ extension Response {
         var response = self
         response.headers[.retryAfter] = String(max(1, Int(date.timeIntervalSinceNow.rounded(.up))))
         return response
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension ReportsController.ReportFormView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "action": action
+        case "cancel": cancel
+        case "subject": subject
+        case "reasons": reasons
+        case "comment": comment
+        case "reasonError": reasonError
+        case "message": message
+        case "maximumCommentLength": maximumCommentLength
+        default: nil
+        }
+    }
+}
+
+extension ReportsController.ReportFormView.Choice: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "value": value
+        case "label": label
+        case "checked": checked
+        default: nil
+        }
     }
 }

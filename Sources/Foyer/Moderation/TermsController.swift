@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// `/terms` and `/contact`, public; accepting the terms, from the page's button or `POST /api/v1/me/terms`.
 struct TermsController {
@@ -117,5 +118,23 @@ struct TermsController {
         try await storage.accept(userId: userId, at: now)
         signIn.sessions.forgetCachedSignIns(of: userId)
         return now
+    }
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension TermsController.TermsView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "html": html
+        case "version": version
+        case "effective": effective
+        case "contactEmail": contactEmail
+        case "needsAcceptance": needsAcceptance
+        case "acceptedOn": acceptedOn
+        case "returnTo": returnTo
+        case "refusedWrite": refusedWrite
+        case "csrfToken": csrfToken
+        default: nil
+        }
     }
 }

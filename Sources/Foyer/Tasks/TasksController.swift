@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// Task pages for signed-in users. Tasks live in the GraphQL task server; every read and write goes through
 /// TaskClient with the caller's upstream credentials.
@@ -259,4 +260,31 @@ struct TaskFormView: Sendable {
     let status: FormField
     /// The choices of the status field, the current one selected.
     let statuses: [Status]
+}
+
+/// Read by name without `Mirror` (see PostViews.swift).
+extension TaskFormView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "action": action
+        case "editing": editing
+        case "version": version
+        case "title": title
+        case "description": description
+        case "status": status
+        case "statuses": statuses
+        default: nil
+        }
+    }
+}
+
+extension TaskFormView.Status: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "value": value
+        case "label": label
+        case "selected": selected
+        default: nil
+        }
+    }
 }
