@@ -249,6 +249,33 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
     }
 }
 
+/// A list row's excerpt: the text's words one space apart, cut at 160 characters with "…".
+@Suite struct PostExcerptTests {
+    /// What the excerpt was before it stopped reading at the cut: the whole text split, joined, then cut.
+    static func whole(_ text: String, length: Int = 160) -> String {
+        let flattened = text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        return flattened.count <= length ? flattened : String(flattened.prefix(length)) + "…"
+    }
+
+    @Test(arguments: [
+        "", "   ", "one", "  two  words \n\n here\t", String(repeating: "a", count: 159), String(repeating: "a", count: 160),
+        String(repeating: "a", count: 161), String(repeating: "a", count: 159) + " b", String(repeating: "a", count: 160) + " b",
+        String(repeating: "a", count: 160) + "   ", String(repeating: "word ", count: 100), "e\u{301} " + String(repeating: "é ", count: 90),
+        "中文 " + String(repeating: "字", count: 200), "line\r\nbreak\u{2028}and\u{00A0}space",
+    ])
+    func anExcerptIsTheWholeTextsWordsCutAtTheLength(text: String) {
+        #expect(PostText.excerpt(text) == Self.whole(text))
+    }
+
+    @Test func theCutFallsAtTheLengthExactly() {
+        #expect(PostText.excerpt(String(repeating: "a", count: 160)) == String(repeating: "a", count: 160))
+        #expect(PostText.excerpt(String(repeating: "a", count: 161)) == String(repeating: "a", count: 160) + "…")
+        #expect(PostText.excerpt("abc def", length: 3) == "abc…")
+        #expect(PostText.excerpt("abc def", length: 4) == "abc …")
+        #expect(PostText.excerpt("abc def", length: 7) == "abc def")
+    }
+}
+
 @Suite struct PostListCacheTests {
     @Test func listsShowEveryWriteAtOnce() async throws {
         let harness = try await TestHarness()

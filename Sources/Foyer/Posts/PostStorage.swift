@@ -64,7 +64,9 @@ struct SQLitePostStorage: PostStorage {
     func posts(by authorId: Int64, limit: Int) async throws -> [PublishedPost] {
         try database.readNow { db in
             try Row.fetchAll(
-                db, sql: Self.selectWithAuthor + " WHERE \(PostVisibility.listed) AND posts.author_id = ? ORDER BY posts.created_at DESC, posts.id DESC LIMIT ?",
+                db.cachedStatement(
+                    sql: Self.selectWithAuthor + " WHERE \(PostVisibility.listed) AND posts.author_id = ? ORDER BY posts.created_at DESC, posts.id DESC LIMIT ?"
+                ),
                 arguments: [authorId, limit]
             ).map(Self.published)
         }
