@@ -261,7 +261,7 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         "", "   ", "one", "  two  words \n\n here\t", String(repeating: "a", count: 159), String(repeating: "a", count: 160),
         String(repeating: "a", count: 161), String(repeating: "a", count: 159) + " b", String(repeating: "a", count: 160) + " b",
         String(repeating: "a", count: 160) + "   ", String(repeating: "word ", count: 100), "e\u{301} " + String(repeating: "é ", count: 90),
-        "中文 " + String(repeating: "字", count: 200), "line\r\nbreak\u{2028}and\u{00A0}space",
+        "中文 " + String(repeating: "字", count: 200), "line\r\nbreak\u{2028}and\u{00A0}space", "tab\tvertical\u{0B}feed\u{0C}separators\u{1C}\u{1F}next\u{85}end",
     ])
     func anExcerptIsTheWholeTextsWordsCutAtTheLength(text: String) {
         #expect(PostText.excerpt(text) == Self.whole(text))
