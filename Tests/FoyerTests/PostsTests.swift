@@ -261,7 +261,8 @@ func browserSession(_ client: some TestClientProtocol, as user: TestUser = .ada)
         "", "   ", "one", "  two  words \n\n here\t", String(repeating: "a", count: 159), String(repeating: "a", count: 160),
         String(repeating: "a", count: 161), String(repeating: "a", count: 159) + " b", String(repeating: "a", count: 160) + " b",
         String(repeating: "a", count: 160) + "   ", String(repeating: "word ", count: 100), "e\u{301} " + String(repeating: "é ", count: 90),
-        "中文 " + String(repeating: "字", count: 200), "line\r\nbreak\u{2028}and\u{00A0}space", "tab\tvertical\u{0B}feed\u{0C}separators\u{1C}\u{1F}next\u{85}end",
+        "中文 " + String(repeating: "字", count: 200), "line\r\nbreak\u{2028}and\u{00A0}space", "tab\tvertical\u{0B}feed\u{0C}separators\u{1C}\u{1F}next\u{85}end", "crlf\r\n\r\nonly ascii\r\n", "file\u{1C}group\u{1D}record\u{1E}unit\u{1F}end \u{7F}",
+        String(repeating: "x", count: 120) + " é " + String(repeating: "y", count: 60),
     ])
     func anExcerptIsTheWholeTextsWordsCutAtTheLength(text: String) {
         #expect(PostText.excerpt(text) == Self.whole(text))
