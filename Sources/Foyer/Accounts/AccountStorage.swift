@@ -58,10 +58,10 @@ struct SQLiteAccountStorage: AccountStorage {
 
     func pendingEmail(userId: Int64, current: String, now: Date) async throws -> String? {
         try database.readNow { db in
-            try String.fetchOne(db, sql: """
+            try String.fetchOne(db.cachedStatement(sql: """
                 SELECT email FROM account_tokens WHERE user_id = ? AND purpose = ? AND used_at IS NULL AND expires_at > ? AND lower(email) <> lower(?)
                 ORDER BY created_at DESC LIMIT 1
-                """, arguments: [userId, AccountTokenPurpose.confirmEmail.rawValue, now, current])
+                """), arguments: [userId, AccountTokenPurpose.confirmEmail.rawValue, now, current])
         }
     }
 

