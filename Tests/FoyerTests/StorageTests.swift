@@ -83,6 +83,21 @@ import Testing
         #expect(try await sessions.find(token: secondToken, now: Date().addingTimeInterval(7200)) == nil)
     }
 
+    /// SQLite reads a session by its columns' names, not through Codable: each column comes back as written.
+    @Test(arguments: kinds) func aSessionIsReadBackAsItWasWritten(kind: TestStoreKind) async throws {
+        let store = try await Store.fresh(kind)
+        defer { store.close() }
+        let ada = try await users(store).create(email: "ada@example.com", password: "long enough")
+        let sessions = SessionRepository(store: store)
+        let (written, _, cookieToken) = try await sessions.create(for: ada, userAgent: "App", ipAddress: "10.0.0.2", dpopThumbprint: "thumbprint")
+        let read = try #require(try await sessions.list(userId: ada.id!).first)
+        let texts: [String?] = [read.id, read.tokenHash, read.csrfToken, read.userAgent, read.ipAddress, read.dpopThumbprint, read.cookieTokenHash]
+        #expect(texts == [written.id, written.tokenHash, written.csrfToken, "App", "10.0.0.2", "thumbprint", written.cookieTokenHash])
+        #expect(read.cookieTokenHash == SessionRepository.hash(token: cookieToken))
+        #expect(read.userId == ada.id && read.revokedAt == nil)
+        #expect(abs(read.createdAt.timeIntervalSince(written.createdAt)) < 0.001 && abs(read.lastSeenAt.timeIntervalSince(written.lastSeenAt)) < 0.001)
+    }
+
     @Test(arguments: kinds) func postsArePagedNewestFirstWithTheirAuthors(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }

@@ -151,7 +151,7 @@ struct SQLiteAccountStorage: AccountStorage {
     }
 
     func postCount(userId: Int64) async throws -> Int {
-        try database.readNow { db in try Post.filter(Column("author_id") == userId).fetchCount(db) }
+        try database.readNow { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM posts WHERE author_id = ?"), arguments: [userId]) ?? 0 }
     }
 }
 
