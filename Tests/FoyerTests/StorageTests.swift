@@ -98,6 +98,21 @@ import Testing
         #expect(abs(read.createdAt.timeIntervalSince(written.createdAt)) < 0.001 && abs(read.lastSeenAt.timeIntervalSince(written.lastSeenAt)) < 0.001)
     }
 
+    /// A user is written through Codable and read by its columns' names: each field comes back as written.
+    @Test func aUserIsReadBackAsItWasWritten() async throws {
+        let database = try SQLiteStore.openAndMigrate(path: ":memory:")
+        let at = { (seconds: Double) in Date(timeIntervalSince1970: seconds) }
+        var written = User(
+            email: "ada@example.com", name: "Ada", passwordHash: "hash", createdAt: at(1_000), emailConfirmedAt: at(2_000), termsAcceptedAt: at(3_000)
+        )
+        (written.role, written.suspendedAt, written.vouchedAt, written.locale) = (.admin, at(4_000), at(5_000), "pt-BR")
+        try await database.write { [written] db in var user = written; try user.insert(db) }
+        let read = try #require(try await UserRepository(database: database, passwordHashCost: 4).storage.find(id: 1))
+        #expect([read.email, read.name, read.passwordHash, read.locale] == ["ada@example.com", "Ada", "hash", "pt-BR"])
+        #expect(read.id == 1 && read.role == .admin)
+        #expect([read.createdAt, read.emailConfirmedAt, read.termsAcceptedAt, read.suspendedAt, read.vouchedAt] == [at(1_000), at(2_000), at(3_000), at(4_000), at(5_000)])
+    }
+
     @Test(arguments: kinds) func postsArePagedNewestFirstWithTheirAuthors(kind: TestStoreKind) async throws {
         let store = try await Store.fresh(kind)
         defer { store.close() }
