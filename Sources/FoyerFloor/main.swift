@@ -84,8 +84,11 @@ final class UpstreamPool: Sendable {
             version: .http1_1, method: .POST, uri: "/graphql",
             headers: HTTPHeaders([("Host", "127.0.0.1:\(port)"), ("Content-Type", "application/json"), ("Content-Length", String(body.readableBytes))])
         )
-        let answer = try await channel.eventLoop.flatSubmit {
-            let answers = try! channel.pipeline.syncOperations.handler(type: UpstreamAnswers.self)
+        let answer = try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<(HTTPResponseHead, ByteBuffer)> in
+            // Gone with its handlers when the connection closed meanwhile.
+            guard let answers = try? channel.pipeline.syncOperations.handler(type: UpstreamAnswers.self) else {
+                return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+            }
             let promise = channel.eventLoop.makePromise(of: (HTTPResponseHead, ByteBuffer).self)
             answers.promise = promise
             PlainProxy.send(request, body, on: channel)
