@@ -43,10 +43,13 @@ struct SQLiteSessionStorage: SessionStorage {
     }
 
     func find(tokenHash: String) async throws -> (AuthSession, User)? {
+        // Kept statements: the query interface compiled both on every sign-in a session cache did not hold.
         try database.readNow { db in
-            let matches = Column("token_hash") == tokenHash || Column("cookie_token_hash") == tokenHash
-            guard let session = try AuthSession.filter(matches && Column("revoked_at") == nil).fetchOne(db),
-                let user = try User.fetchOne(db, key: session.userId)
+            let sessions = try db.cachedStatement(
+                sql: "SELECT * FROM sessions WHERE (token_hash = ? OR cookie_token_hash = ?) AND revoked_at IS NULL LIMIT 1"
+            )
+            guard let session = try AuthSession.fetchOne(sessions, arguments: [tokenHash, tokenHash]),
+                let user = try SQLiteUserStorage.user(id: session.userId, db)
             else { return nil }
             return (session, user)
         }
