@@ -60,7 +60,7 @@ enum PostText {
             var spaceBefore = false
             for byte in bytes {
                 guard byte < 0x80 else { return nil }
-                if byte == 0x20 || (0x09...0x0D).contains(byte) {
+                if isASCIIWhitespace(byte) {
                     spaceBefore = !excerpt.isEmpty
                     continue
                 }
@@ -80,6 +80,11 @@ enum PostText {
     /// 9 % of a profile page's CPU).
     private static func isWhitespace(_ character: Character) -> Bool {
         guard let ascii = character.asciiValue else { return character.isWhitespace }
-        return ascii == 0x20 || (0x09...0x0D).contains(ascii)
+        return isASCIIWhitespace(ascii)
+    }
+
+    /// What Unicode calls whitespace among ASCII: space, and tab through carriage return (not U+001C–U+001F).
+    private static func isASCIIWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || (0x09...0x0D).contains(byte)
     }
 }
