@@ -50,7 +50,7 @@ struct SQLiteAccountStorage: AccountStorage {
     func token(hash: String, purpose: AccountTokenPurpose, now: Date) async throws -> (AccountToken, User)? {
         try database.readNow { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM account_tokens WHERE \(Self.live)", arguments: [hash, purpose.rawValue, now]),
-                let token = Self.token(row), let user = try User.fetchOne(db, key: token.userId)
+                let token = Self.token(row), let user = try SQLiteUserStorage.user(id: token.userId, db)
             else { return nil }
             return (token, user)
         }
@@ -77,7 +77,7 @@ struct SQLiteAccountStorage: AccountStorage {
     func confirmEmail(tokenHash: String, now: Date) async throws -> User? {
         do {
             return try await database.write { db in
-                guard let token = try Self.spend(tokenHash, .confirmEmail, now: now, db), var user = try User.fetchOne(db, key: token.userId) else {
+                guard let token = try Self.spend(tokenHash, .confirmEmail, now: now, db), var user = try SQLiteUserStorage.user(id: token.userId, db) else {
                     return nil
                 }
                 if user.email.lowercased() != token.email.lowercased() {
@@ -98,7 +98,7 @@ struct SQLiteAccountStorage: AccountStorage {
 
     func resetPassword(tokenHash: String, newHash: String, now: Date, writes: @escaping @Sendable (User) -> AccountWrites) async throws -> User? {
         try await database.write { db in
-            guard let token = try Self.spend(tokenHash, .resetPassword, now: now, db), var user = try User.fetchOne(db, key: token.userId) else {
+            guard let token = try Self.spend(tokenHash, .resetPassword, now: now, db), var user = try SQLiteUserStorage.user(id: token.userId, db) else {
                 return nil
             }
             try db.execute(

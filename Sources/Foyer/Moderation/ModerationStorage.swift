@@ -121,7 +121,7 @@ struct SQLiteModerationStorage: ModerationStorage {
             } else if let postId = report.postId {
                 postTitle = try String.fetchOne(db, sql: "SELECT title FROM posts WHERE id = ?", arguments: [postId])
             }
-            let affected = try report.userId.flatMap { try User.fetchOne(db, key: $0) }
+            let affected = try report.userId.flatMap { try SQLiteUserStorage.user(id: $0, db) }
             if request.action.coversThePerson {
                 guard let user = affected, let userId = user.id else { return nil }
                 try db.execute(
