@@ -12,6 +12,7 @@ import Prometheus
 @main
 enum Main {
     static func main() async {
+        StartupTimeline.begin()
         // Requests, their upstream calls and the database's answers then all run on NIO's event loops (one per
         // core) instead of hopping to Swift's own thread pool and back: on the /graphql proxy path every hop
         // was a thread wake-up. Must come first, before any task is started.
@@ -220,6 +221,7 @@ struct Serve: AsyncParsableCommand {
     var maxConnections: Int?
 
     func run() async throws {
+        StartupTimeline.reached("command_line")
         let environment = ProcessInfo.processInfo.environment
         let formatName = logFormat ?? environment["FOYER_LOG_FORMAT"] ?? "text"
         guard let format = LogFormat(rawValue: formatName.lowercased()) else {

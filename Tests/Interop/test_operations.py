@@ -189,3 +189,8 @@ def test_json_log_lines_name_the_request_and_its_trace(tmp_path):
     [line] = [line for line in lines if line.get("request_id") == "json-log-line"]
     assert line["trace_id"] == TRACE_ID and line["level"] == "info" and line["message"].startswith("GET /up 200")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
+    # The line saying it listens says when each step of the start was reached, in ms since main began.
+    [listening] = [line for line in lines if line["message"].startswith("Server started and listening")]
+    steps = [float(listening[f"start.{step}_ms"]) for step in ("command_line", "database", "features", "listening")]
+    assert 0 < steps[0] and steps == sorted(steps), listening
+    assert 0 < float(listening["start.templates_ms"]) <= steps[2], listening

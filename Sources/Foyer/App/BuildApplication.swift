@@ -25,10 +25,12 @@ public func buildApplication(
     // Both wait at once (the views on the blocking-work pool, the store there too or on PostgreSQL).
     async let madeViews = Foundations.views(config)
     let store = try await openingStore(logger)
+    StartupTimeline.reached("database")
     let mobileServices = try config.mobileServicesFile.map { try MobileServices(contentsOf: $0) }
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let providerSettings = try ConfiguredProviders.all(config: config, keycloak: keycloakSettings)
     let views = try await madeViews
+    StartupTimeline.reached("templates")
     // Read and checked on the blocking-work pool while the features are made: its patterns' regular expressions
     // start ICU, 5 ms of an otherwise idle core.
     async let pathConfiguration = NIOThreadPool.singleton.runIfActive { try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile) }
@@ -62,6 +64,7 @@ public func buildApplication(
     let edge = Edge(settings: config.edge, metrics: app.metrics.server) { EdgeAnswer.refusing($0, views: app.views) }
     if config.managesProcessMemory { app.run(FreedMemoryTrim(connections: edge.connections, logger: logger)) }
 
+    StartupTimeline.reached("features")
     let responder = RequestTaskResponder(wrapped: SecurityHeadersResponder(wrapped: DrainingResponder(
         wrapped: MethodOverrideResponder(wrapped: router.router.buildResponder(), errors: errors), drain: app.drain
     )))

@@ -59,7 +59,8 @@ struct DeployableServer<ChildChannel: ServerChildChannel>: Service {
             server = try await bootstrap.bind(descriptor, childChannelInitializer: setup)
         }
         let port = server.channel.localAddress?.port.map { " (port \($0))" } ?? ""
-        logger.info("Server started and listening on \(listener)\(port)")
+        StartupTimeline.reached("listening")
+        logger.info("Server started and listening on \(listener)\(port)", metadata: StartupTimeline.metadata)
         if case .address = listener { await Self.takeNewConnections(on: server.channel, logger: logger) }
         await onListening(server.channel)
 
