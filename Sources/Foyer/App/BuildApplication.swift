@@ -30,7 +30,6 @@ public func buildApplication(
     let keycloakSettings = try KeycloakSettings(config: config, mobileServices: mobileServices)
     let providerSettings = try ConfiguredProviders.all(config: config, keycloak: keycloakSettings)
     let views = try await madeViews
-    StartupTimeline.reached("templates")
     // Read and checked on the blocking-work pool while the features are made: its patterns' regular expressions
     // start ICU, 5 ms of an otherwise idle core.
     async let pathConfiguration = NIOThreadPool.singleton.runIfActive { try PathConfiguration(contentsOf: config.resolvedPathConfigurationFile) }

@@ -52,9 +52,12 @@ final class Foundations {
     static func views(_ config: FoyerConfig) async throws -> Views {
         try await NIOThreadPool.singleton.runIfActive {
             let languages = try Languages.bundled(defaultTag: config.defaultLocale)
-            return try Views(
+            let views = try Views(
                 directory: config.templatesDirectory, turboScriptURL: config.turboScriptURL, offline: config.offline, languages: languages
             )
+            // When they were compiled, which is often before the database is open, not when the start awaits them.
+            StartupTimeline.reached("templates")
+            return views
         }
     }
 
